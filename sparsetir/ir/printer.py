@@ -1,0 +1,39 @@
+"""Readable text form of a Stage I function."""
+
+from __future__ import annotations
+
+from .axis import DENSE_FIXED, SPARSE_FIXED, Axis, FusedAxis
+
+
+def format_axis(axis: Axis) -> str:
+    if axis.kind == DENSE_FIXED:
+        return f"{axis.name} = dense_fixed({axis.length})"
+    parts = [axis.parent.name, f"length={axis.length}"]
+    if axis.kind == SPARSE_FIXED:
+        parts.append(f"nnz_cols={axis.nnz_cols}")
+    else:
+        parts.append(f"nnz={axis.nnz}")
+    meta = ", ".join(f"{m.name}[{', '.join(map(str, m.shape))}]" for m in axis.metadata())
+    return f"{axis.name} = {axis.kind}({', '.join(parts)})  # {meta}"
+
+
+def format_group(group) -> str:
+    if isinstance(group, FusedAxis):
+        return f"fuse({', '.join(a.name for a in group.axes)})"
+    return group.name
+
+
+def format_stage1(func) -> str:
+    """Axes, buffers and iterations of ``func``, one declaration per line."""
+    lines = [f"# Stage I: sparse function {func.name} (index dtype {func.idtype})"]
+    lines += [format_axis(axis) for axis in func.axes]
+    for buffer in func.buffers:
+        lines.append(f"{buffer.name} = sparse_buffer(({', '.join(a.name for a in buffer.axes)}), {buffer.dtype!r})")
+    for it in func.iterations:
+        groups = ", ".join(format_group(g) for g in it.groups)
+        names = ", ".join(v.name for v in it.iter_vars)
+        lines.append(f"with sparse_iteration([{groups}], {it.kinds!r}, name={it.name!r}, init={it.init}) as ({names}):")
+        for store in it.stores:
+            target = f"{store.buffer.name}[{', '.join(map(str, store.indices))}]"
+            lines.append(f"    {target} {'+=' if store.accumulate else '='} {store.value}")
+    return "\n".join(lines)
