@@ -1,0 +1,213 @@
+"""``lower_sparse_buffer``: Stage II -> Stage III, an ordinary ``s_tir`` PrimFunc over flat buffers.
+
+Each sparse buffer becomes a buffer with one dimension per axis chain, indexed
+by chain offsets (``A[i, j]`` over CSR becomes ``A[J_indptr[i] + j]``; a dense
+``C(I, K)`` stays ``C[i, k]``). Metadata arrays and the symbolic sizes that no
+buffer shape binds become parameters. Searches become ``while`` loops over a
+block-local state buffer. Every block is an ``s_tir`` block, so
+``tvm.s_tir.Schedule`` can split, bind, vectorise and decompose it.
+
+Before (Stage II)::
+
+    C[i, k] += A[i, j] * B[J_indices[J_indptr[i] + j], k]
+
+After (Stage III, TVMScript)::
+
+    C[vi, vk] = C[vi, vk] + A[J_indptr[vi] + vj] * B[J_indices[J_indptr[vi] + vj], vk]
+"""
+
+from __future__ import annotations
+
+import json
+
+import tvm_ffi
+from tvm import sym, tirx
+from tvm.ir.expr import TensorLoad
+from tvm.script.ir_builder import IRBuilder
+from tvm.script.ir_builder import tirx as T
+
+from .offsets import buffer_offsets
+from .regions import widen_local_dependent_regions
+from .stage2 import FIND, Block, Fill, Search, Stage2Function, Store
+
+# numpy (and torch) allocations are at least this aligned; kernels must not assume more.
+BUFFER_ALIGNMENT = 16
+SIGNATURE_ATTR = "sparsetir.signature"
+
+
+def flat_shape(buffer) -> list:
+    """Stage III shape of a sparse buffer: one dimension per axis chain."""
+    return [chain[-1].chain_size() for chain in buffer.chains()]
+
+
+def lower_sparse_buffer(func: Stage2Function) -> tirx.PrimFunc:
+    """Emit the Stage III PrimFunc. Its ``sparsetir.signature`` attribute describes each parameter."""
+    if not isinstance(func, Stage2Function):
+        raise TypeError(f"lower_sparse_buffer takes a Stage II function, got {type(func).__name__}")
+    return _Emitter(func).emit()
+
+
+class _Emitter:
+    def __init__(self, func: Stage2Function):
+        self.func = func
+        self.flat: dict = {}  # SparseBuffer -> flat tirx buffer
+        self.by_view = {b.position_view: b for b in func.buffers}
+        self.analyzer = sym.Analyzer()
+        self.params: list[dict] = []
+        self.searched: set[str] = set()  # index arrays that binary searches need sorted
+        self.outputs: list[str] = []
+
+    def emit(self) -> tirx.PrimFunc:
+        func = self.func
+        with IRBuilder() as builder:
+            with T.prim_func(s_tir=True):
+                T.func_name(func.name)
+                T.func_attr({"tirx.noalias": True})
+                self._declare_params()
+                for node in func.body:
+                    self._emit_node(node, {})
+        prim = widen_local_dependent_regions(builder.get())
+        return prim.with_attr(SIGNATURE_ATTR, json.dumps(self._signature()))
+
+    def _signature(self) -> dict:
+        axes = [
+            {
+                "name": axis.name,
+                "kind": axis.kind,
+                "parent": axis.parent.name if axis.parent is not None else None,
+                "length": str(axis.length),
+                "nnz": None if axis.nnz is None else str(axis.nnz),
+                "nnz_cols": None if axis.nnz_cols is None else str(axis.nnz_cols),
+                "indptr": None if axis.indptr is None else axis.indptr.name,
+                "indices": None if axis.indices is None else axis.indices.name,
+                "sorted": axis.indices is not None and axis.indices.name in self.searched,
+            }
+            for axis in self.func.axes
+        ]
+        return {"params": self.params, "axes": axes, "outputs": self.outputs}
+
+    # -- parameters --------------------------------------------------------------------
+    def _declare_params(self) -> None:
+        for buffer in self.func.buffers:
+            shape = flat_shape(buffer)
+            flat = T.arg(buffer.name, T.buffer(shape, buffer.dtype, align=BUFFER_ALIGNMENT))
+            self.flat[buffer] = flat
+            self._sign(buffer.name, "buffer", buffer.name, buffer.dtype, shape)
+        for axis in self.func.axes:
+            for role, meta in (("indptr", axis.indptr), ("indices", axis.indices)):
+                if meta is not None:
+                    T.arg(meta.name, meta)
+                    self._sign(meta.name, role, axis.name, meta.dtype, meta.shape)
+        bound = {dim for b in self.flat.values() for dim in b.shape if isinstance(dim, tirx.Var)}
+        bound |= {dim for a in self.func.axes for m in a.metadata() for dim in m.shape if isinstance(dim, tirx.Var)}
+        for var in self.func.size_vars:
+            if var not in bound:
+                T.arg(var.name, var)
+                self._sign(var.name, "size", var.name, self.func.idtype, [])
+
+    def _sign(self, name, role, of, dtype, shape) -> None:
+        self.params.append({"name": name, "role": role, "of": of, "dtype": str(dtype),
+                            "shape": [str(d) for d in shape]})
+
+    def _mark_output(self, buffer) -> None:
+        if buffer.name not in self.outputs:
+            self.outputs.append(buffer.name)
+
+    # -- statements --------------------------------------------------------------------
+    def _emit_node(self, node, scope: dict) -> None:
+        if isinstance(node, Fill):
+            self._emit_fill(node)
+        elif isinstance(node, Block):
+            self._emit_block(node, scope)
+        elif isinstance(node, Store):
+            self._emit_store(node, scope)
+        else:
+            raise TypeError(f"unexpected Stage II node {type(node).__name__}")
+
+    def _emit_fill(self, fill: Fill) -> None:
+        self._mark_output(fill.buffer)
+        flat = self.flat[fill.buffer]
+        with T.grid(*flat.shape) as loop_vars:
+            loop_vars = [loop_vars] if isinstance(loop_vars, tirx.Var) else list(loop_vars)
+            with T.sblock(f"{fill.buffer.name}_fill"):
+                block_vars = [T.axis.spatial(dim, v, dtype=self.func.idtype) for dim, v in zip(flat.shape, loop_vars)]
+                T.buffer_store(flat, fill.value, block_vars)
+
+    def _emit_block(self, block: Block, scope: dict) -> None:
+        scope = dict(scope)
+        extents = [self._rewrite(loop.extent, scope) for loop in block.loops]
+        with T.grid(*extents) as loop_vars:
+            loop_vars = [loop_vars] if isinstance(loop_vars, tirx.Var) else list(loop_vars)
+            for loop, loop_var in zip(block.loops, loop_vars):
+                IRBuilder.name(loop.var.name, loop_var)
+            with T.sblock(block.name):
+                for loop, loop_var, extent in zip(block.loops, loop_vars, extents):
+                    make = T.axis.spatial if loop.kind == "S" else T.axis.reduce
+                    block_var = make(extent, loop_var, dtype=self.func.idtype)
+                    IRBuilder.name(f"v{loop.var.name}", block_var)
+                    scope[loop.var] = block_var
+                for search in block.searches:
+                    scope[search.result] = self._emit_search(search, scope)
+                if block.init:
+                    with T.init():
+                        for store in block.init:
+                            self._emit_store(store, scope)
+                for child in block.body:
+                    self._emit_node(child, scope)
+
+    def _emit_store(self, store: Store, scope: dict) -> None:
+        self._mark_output(store.buffer)
+        flat = self.flat[store.buffer]
+        indices = self._flat_indices(store.buffer, store.positions, scope)
+        value = self._rewrite(store.value, scope)
+        if store.accumulate:
+            value = tirx.BufferLoad(flat, indices) + value
+        T.buffer_store(flat, value, indices)
+
+    def _emit_search(self, search: Search, scope: dict):
+        """Binary search with state [lo, hi, result] in a block-local buffer; returns ``result``."""
+        idtype = self.func.idtype
+        state = T.sblock_alloc_buffer((3,), idtype, scope="local")
+        IRBuilder.name(f"{search.result.name}_state", state)
+        lo, hi, key = (self._rewrite(e, scope) for e in (search.lo, search.hi, search.key))
+        array = search.array
+        if search.mode == FIND:
+            self.searched.add(array.name)
+        T.buffer_store(state, lo, [0])
+        T.buffer_store(state, hi, [1])
+        with T.While(state[0] < state[1]):
+            middle = tirx.floordiv(state[0] + state[1], 2)
+            goes_right = array[middle] < key if search.mode == FIND else array[middle] <= key
+            with T.If(goes_right):
+                with T.Then():
+                    T.buffer_store(state, middle + 1, [0])
+                with T.Else():
+                    T.buffer_store(state, middle, [1])
+        if search.mode == FIND:
+            missing = tirx.const(-1, idtype)
+            hit = tirx.if_then_else(array[state[0]] == key, state[0], missing)
+            T.buffer_store(state, tirx.if_then_else(state[0] < hi, hit, missing), [2])
+        else:
+            T.buffer_store(state, state[0], [2])
+        return state[2]
+
+    # -- expressions -------------------------------------------------------------------
+    def _flat_indices(self, buffer, positions, scope) -> list:
+        positions = [self._rewrite(p, scope) for p in positions]
+        return [self.analyzer.simplify(index) for index in buffer_offsets(buffer, positions)]
+
+    def _rewrite(self, expr, scope: dict):
+        """Substitute block variables and search results; flatten sparse-buffer loads."""
+        if isinstance(expr, int):
+            return tirx.const(expr, self.func.idtype)
+
+        def on_var(var, _mutator):
+            return scope.get(var, var)
+
+        def on_load(load, mutator):
+            buffer = self.by_view.get(load.source)
+            if buffer is None:
+                return mutator.default_mutate(load)
+            return tirx.BufferLoad(self.flat[buffer], self._flat_indices(buffer, list(load.indices), scope))
+
+        return tvm_ffi.structural_mutate(expr, [(TensorLoad, on_load), (tirx.Var, on_var)])

@@ -1,0 +1,261 @@
+"""``lower_sparse_iter``: Stage I (coordinates) -> Stage II (loops over positions).
+
+Requires: every iterated child axis comes after its parent (``sparse_reorder``
+checks this); a fused group is a parent->child chain starting at a root axis,
+or a run of dense root axes.
+
+What it does, per sparse iteration:
+
+* one loop per axis (or fused group) over *positions*; a new nested block starts
+  at every axis whose extent depends on outer positions (variable axes) and after
+  every loop that owns a hoisted search;
+* coordinates become positions: ``B[j, k]`` with ``j`` iterating the sparse axis
+  ``J`` and ``B`` dense over ``J_`` becomes ``B[J_indices[J_indptr[i] + j], k]``;
+* a sparse buffer read through an axis it does not own gets a binary search in
+  the row (hoisted to the loop where its inputs are known, memoised by its
+  inputs), and the read yields 0 where the coordinate is not stored;
+* fused axes recover their outer positions with an upper-bound search on indptr.
+
+Before (Stage I)::
+
+    with sparse_iteration([I, J, K], 'SRS') as (i, j, k):
+        C[i, k] += A[i, j] * B[j, k]
+
+After (Stage II)::
+
+    for i in grid(m):
+        with block('spmm0', kinds='S'):
+            for j, k in grid(J_indptr[i + 1] - J_indptr[i], 64):
+                with block('spmm1', kinds='RS'):
+                    with init(): C[i, k] = 0
+                    C[i, k] += A[i, j] * B[J_indices[J_indptr[i] + j], k]
+"""
+
+from __future__ import annotations
+
+import tvm_ffi
+from tvm import tirx
+from tvm.ir.expr import TensorLoad
+
+from ..ir.axis import DENSE_FIXED, Axis, FusedAxis
+from ..ir.function import SparseFunction
+from ..ir.iteration import SparseIteration
+from . import offsets
+from .stage2 import FIND, UPPER_BOUND, Block, Fill, PositionLoop, Search, Stage2Function, Store
+
+
+def lower_sparse_iter(func: SparseFunction) -> Stage2Function:
+    """Lower every sparse iteration of ``func`` to position loops (Stage II)."""
+    if not isinstance(func, SparseFunction):
+        raise TypeError(f"lower_sparse_iter takes a SparseFunction, got {type(func).__name__}")
+    names = [it.name for it in func.iterations]
+    if len(set(names)) != len(names):
+        raise ValueError(f"function {func.name}: iteration names must be unique, got {names}")
+    body = []
+    for it in func.iterations:
+        body.extend(_IterationLowering(it, func.idtype).lower())
+    return Stage2Function(func.name, func.buffers, func.axes, func.size_vars, func.idtype, body)
+
+
+class _IterationLowering:
+    def __init__(self, it: SparseIteration, idtype: str):
+        self.it = it
+        self.idtype = idtype
+        self.loops: list[PositionLoop] = []
+        self.position: dict[Axis, tirx.Expr] = {}
+        self.offset: dict[Axis, tirx.Expr] = {}
+        self.coord: dict[Axis, tirx.Expr] = {}
+        self.level: dict[tirx.Var, int] = {}  # position and search-result vars -> loop index
+        self.searches: list[Search] = []
+        self.search_memo: dict[tuple, Search] = {}
+
+    # -- loops -------------------------------------------------------------------------
+    def lower(self) -> list:
+        for index, group in enumerate(self.it.groups):
+            if isinstance(group, FusedAxis):
+                self._enter_fused(index, group)
+            else:
+                self._enter_axis(index, group)
+        stores = [self._lower_store(store) for store in self.it.stores]
+        return self._build_blocks(stores)
+
+    def _new_loop(self, index: int, name: str, extent, axes) -> tirx.Var:
+        var = tirx.Var(name, self.idtype)
+        self.loops.append(PositionLoop(var, extent, self.it.kind_of(axes[0]), tuple(axes)))
+        self.level[var] = index
+        return var
+
+    def _enter_axis(self, index: int, axis: Axis) -> None:
+        parent_offset = self.offset.get(axis.parent)
+        extent = offsets.position_extent(axis, parent_offset)
+        var = self._new_loop(index, self.it.var_of(axis).name, extent, [axis])
+        self._place(axis, var, offsets.chain_offset(axis, parent_offset, var))
+
+    def _place(self, axis: Axis, position, offset) -> None:
+        self.position[axis] = position
+        self.offset[axis] = offset
+        self.coord[axis] = offsets.coordinate(axis, offset, position)
+
+    def _enter_fused(self, index: int, group: FusedAxis) -> None:
+        axes = group.axes
+        name = "".join(self.it.var_of(a).name for a in axes)
+        if all(a.kind == DENSE_FIXED for a in axes):
+            extent = axes[0].length
+            for axis in axes[1:]:
+                extent = extent * axis.length
+            var = self._new_loop(index, name, extent, axes)
+            rest = var
+            for axis in reversed(axes):
+                position = tirx.floormod(rest, axis.length)
+                self._place(axis, position, position)
+                rest = tirx.floordiv(rest, axis.length)
+            return
+        if axes[0].parent is not None or any(c.parent is not p for p, c in zip(axes, axes[1:])):
+            raise NotImplementedError(
+                f"iteration {self.it.name}: fused group {group} must be a parent->child chain starting at a "
+                f"root axis, or only dense_fixed axes"
+            )
+        var = self._new_loop(index, name, axes[-1].chain_size(), axes)
+        chain_offsets = {axes[-1]: var}
+        for parent, child in zip(reversed(axes[:-1]), reversed(axes[1:])):
+            if child.is_variable:
+                bound = self._search(UPPER_BOUND, child.indptr, 0, parent.chain_size() + 1, chain_offsets[child])
+                chain_offsets[parent] = bound - 1
+            else:
+                chain_offsets[parent] = tirx.floordiv(chain_offsets[child], child.nnz_cols)
+        for axis in axes:
+            offset = chain_offsets[axis]
+            if axis.parent is None:
+                position = offset
+            else:
+                position = offset - offsets.row_range(axis, chain_offsets[axis.parent])[0]
+            self._place(axis, position, offset)
+
+    # -- searches ----------------------------------------------------------------------
+    def _search(self, mode: str, array, lo, hi, key) -> tirx.Var:
+        lo, hi, key = (tirx.const(x, self.idtype) if isinstance(x, int) else x for x in (lo, hi, key))
+        memo_key = (mode, array.name, str(lo), str(hi), str(key))
+        found = self.search_memo.get(memo_key)
+        if found is None:
+            tag = "pos" if mode == FIND else "row"
+            result = tirx.Var(f"{array.name}_{tag}{len(self.searches)}", self.idtype)
+            found = Search(result, mode, array, lo, hi, key)
+            self.level[result] = max(self._level_of(e) for e in (lo, hi, key))
+            self.searches.append(found)
+            self.search_memo[memo_key] = found
+        return found.result
+
+    def _level_of(self, expr) -> int:
+        """Index of the innermost loop ``expr`` depends on (-1: none)."""
+        levels = [self.level.get(v, -1) for v in tirx.analysis.undefined_vars(expr, [])]
+        return max(levels, default=-1)
+
+    # -- coordinates -> positions ------------------------------------------------------
+    def _rewrite(self, expr):
+        """Rewrite a Stage I expression: loads by position, iterators by coordinate."""
+        coords = {var: self.coord[axis] for var, axis in zip(self.it.iter_vars, self.it.axes)}
+
+        def on_var(var, _mutator):
+            return coords.get(var, var)
+
+        def on_load(load, _mutator):
+            buffer = self._buffer_of(load)
+            positions, guards, _ = self._positions(buffer, list(load.indices), allow_search=True)
+            value = tirx.BufferLoad(buffer.position_view, positions)
+            if guards:
+                value = tirx.if_then_else(tirx.all(*guards), value, offsets.zero(buffer.dtype))
+            return value
+
+        return tvm_ffi.structural_mutate(expr, [(TensorLoad, on_load), (tirx.Var, on_var)])
+
+    def _buffer_of(self, load):
+        for buffer in self.it.buffers:
+            if load.source.same_as(buffer.coordinate_view):
+                return buffer
+        raise ValueError(f"iteration {self.it.name}: {load.source.name} is not a SparseBuffer of this iteration")
+
+    def _positions(self, buffer, indices, *, allow_search: bool):
+        """Positions of a buffer access, its guards, and which dimensions the iteration indexes directly."""
+        positions, guards, direct_dims = [], [], []
+        parent_offset = None
+        parent_direct = True
+        for axis, index in zip(buffer.axes, indices):
+            owner = self._iterated_axis(index)
+            direct = owner is axis and (axis.parent is None or parent_direct)
+            direct_dims.append(direct)
+            if direct:
+                position = self.position[axis]
+            else:
+                coordinate = self._rewrite(index)
+                if not axis.is_sparse:
+                    position = coordinate
+                elif not allow_search:
+                    raise ValueError(
+                        f"iteration {self.it.name}: {buffer.name} is written through axis {axis.name} at a "
+                        f"coordinate it does not own; write through the iterated axes instead"
+                    )
+                else:
+                    lo, hi = offsets.row_range(axis, parent_offset)
+                    found = self._search(FIND, axis.indices, lo, hi, coordinate)
+                    guards.append(found >= 0)
+                    position = found - lo
+            positions.append(position)
+            parent_offset = self.offset[axis] if direct else offsets.chain_offset(axis, parent_offset, position)
+            parent_direct = direct
+        return positions, guards, direct_dims
+
+    def _iterated_axis(self, index):
+        if isinstance(index, tirx.Var):
+            for var, axis in zip(self.it.iter_vars, self.it.axes):
+                if var.same_as(index):
+                    return axis
+        return None
+
+    def _loop_of(self, axis: Axis) -> int:
+        for index, loop in enumerate(self.loops):
+            if axis in loop.axes:
+                return index
+        raise AssertionError(axis)
+
+    def _lower_store(self, store):
+        positions, _, direct_dims = self._positions(store.buffer, list(store.indices), allow_search=False)
+        direct_loops = {self._loop_of(a) for a, direct in zip(store.buffer.axes, direct_dims) if direct}
+        lowered = Store(store.buffer, tuple(positions), self._rewrite(store.value), store.accumulate)
+        return lowered, all(direct_dims), direct_loops
+
+    # -- blocks ------------------------------------------------------------------------
+    def _build_blocks(self, stores) -> list:
+        search_levels = {self.level[s.result] for s in self.searches}
+        starts = [0]
+        for index in range(1, len(self.loops)):
+            if self._level_of(self.loops[index].extent) >= 0 or (index - 1) in search_levels:
+                starts.append(index)
+        block_of = [sum(1 for s in starts if s <= index) - 1 for index in range(len(self.loops))]
+        blocks = [
+            Block(f"{self.it.name}{b}", self.loops[start:end])
+            for b, (start, end) in enumerate(zip(starts, starts[1:] + [len(self.loops)]))
+        ]
+        for search in self.searches:
+            blocks[max(block_of[self.level[search.result]], 0)].searches.append(search)
+        for outer, inner in zip(blocks, blocks[1:]):
+            outer.body.append(inner)
+
+        fills = []
+        reduction_blocks = {block_of[i] for i, loop in enumerate(self.loops) if loop.kind == "R"}
+        spatial_loops = {i for i, loop in enumerate(self.loops) if loop.kind == "S"}
+        for store, all_direct, direct_loops in stores:
+            blocks[-1].body.append(store)
+            if not store.accumulate or self.it.init is None:
+                continue
+            init_value = tirx.const(self.it.init, store.buffer.dtype)
+            in_place = (
+                len(reduction_blocks) == 1
+                and all_direct
+                and direct_loops == spatial_loops
+                and all(block_of[i] <= min(reduction_blocks) for i in spatial_loops)
+            )
+            if in_place:
+                blocks[min(reduction_blocks)].init.append(Store(store.buffer, store.positions, init_value, False))
+            else:
+                fills.append(Fill(store.buffer, init_value))
+        return fills + [blocks[0]]

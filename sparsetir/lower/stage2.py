@@ -1,0 +1,118 @@
+"""Stage II: loops over *positions*, one nested block per variable axis.
+
+Produced by ``lower_sparse_iter`` and consumed by ``lower_sparse_buffer``.
+Sparse buffers are still indexed per axis, but by positions: ``A[i, j]`` means
+the j-th stored entry of row i. Reads through an axis the buffer does not own
+go through a hoisted, memoised :class:`Search`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tvm import tirx
+
+from ..ir.axis import Axis
+from ..ir.buffer import SparseBuffer
+
+FIND = "find"  # index of ``key`` in the sorted array[lo:hi], or -1 when absent
+UPPER_BOUND = "upper_bound"  # first index in [lo, hi) whose entry is > key, else hi
+
+
+@dataclass(eq=False)
+class PositionLoop:
+    """A loop over the positions of one axis, or of a fused group of axes."""
+
+    var: tirx.Var
+    extent: tirx.Expr
+    kind: str  # "S" or "R"
+    axes: tuple[Axis, ...]
+
+
+@dataclass(eq=False)
+class Search:
+    """``result = <mode>(array[lo:hi], key)``, computed once where all its inputs are known."""
+
+    result: tirx.Var
+    mode: str
+    array: tirx.Var  # a metadata buffer
+    lo: tirx.Expr
+    hi: tirx.Expr
+    key: tirx.Expr
+
+
+@dataclass(eq=False)
+class Store:
+    """``buffer[positions] (+)= value``; loads in ``value`` use position views."""
+
+    buffer: SparseBuffer
+    positions: tuple
+    value: tirx.Expr
+    accumulate: bool
+
+
+@dataclass(eq=False)
+class Block:
+    """Loops, then (inside them) searches, an optional init, and the body."""
+
+    name: str
+    loops: list[PositionLoop]
+    searches: list[Search] = field(default_factory=list)
+    init: list[Store] = field(default_factory=list)
+    body: list = field(default_factory=list)  # Blocks and Stores
+
+
+@dataclass(eq=False)
+class Fill:
+    """Set every element of ``buffer`` to ``value`` (before an iteration that cannot init in place)."""
+
+    buffer: SparseBuffer
+    value: tirx.Expr
+
+
+@dataclass(eq=False)
+class Stage2Function:
+    name: str
+    buffers: list[SparseBuffer]
+    axes: list[Axis]
+    size_vars: list[tirx.Var]
+    idtype: str
+    body: list  # Fill and top-level Blocks, in execution order
+
+    def __str__(self) -> str:
+        return format_stage2(self)
+
+
+def format_stage2(func: Stage2Function) -> str:
+    """TVMScript-like text of a Stage II function."""
+    params = [f"{b.name}: {b.dtype}[{', '.join(a.name for a in b.axes)}]" for b in func.buffers]
+    params += [f"{m.name}: {m.dtype}[{', '.join(map(str, m.shape))}]" for a in func.axes for m in a.metadata()]
+    lines = [f"# Stage II: positions (index dtype {func.idtype})", f"def {func.name}({', '.join(params)}):"]
+    for node in func.body:
+        _format_node(node, 1, lines)
+    return "\n".join(lines)
+
+
+def _format_node(node, depth: int, lines: list) -> None:
+    pad = "    " * depth
+    if isinstance(node, Fill):
+        lines.append(f"{pad}{node.buffer.name}[...] = {node.value}")
+    elif isinstance(node, Store):
+        target = f"{node.buffer.name}[{', '.join(map(str, node.positions))}]"
+        lines.append(f"{pad}{target} {'+=' if node.accumulate else '='} {node.value}")
+    else:
+        names = ", ".join(loop.var.name for loop in node.loops)
+        extents = ", ".join(str(loop.extent) for loop in node.loops)
+        kinds = "".join(loop.kind for loop in node.loops)
+        lines.append(f"{pad}for {names} in grid({extents}):")
+        lines.append(f"{pad}    with block({node.name!r}, kinds={kinds!r}):")
+        inner = "    " * (depth + 2)
+        for search in node.searches:
+            lines.append(
+                f"{inner}{search.result.name} = {search.mode}({search.array.name}, "
+                f"{search.lo}, {search.hi}, key={search.key})"
+            )
+        for store in node.init:
+            lines.append(f"{inner}with init(): {store.buffer.name}[{', '.join(map(str, store.positions))}] = {store.value}")
+        for child in node.body:
+            _format_node(child, depth + 2, lines)
