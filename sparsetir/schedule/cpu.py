@@ -1,0 +1,70 @@
+"""CPU schedule template: parallel outer rows, a vectorised feature loop, reductions decomposed last.
+
+Knobs:
+    vector_width  lanes of the vectorised innermost spatial loop (default: a 64-byte vector,
+                  the largest power of two dividing the extent); 1 disables vectorisation
+    parallel      parallelise the outermost spatial loop of every nest (default True)
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+
+from .nest import (
+    SPATIAL,
+    constant_extent,
+    dtype_bytes,
+    first_reduce_index,
+    has_init,
+    is_fill,
+    iter_kinds,
+    largest_power_of_two_dividing,
+    nests,
+    store_dtype,
+    writes_contiguously,
+)
+
+VECTOR_BYTES = 64
+CPU_KNOBS = ("vector_width", "parallel")
+
+
+def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parallel: bool = True) -> s_tir.Schedule:
+    """Schedule every nest of a Stage III function for a multicore CPU."""
+    if vector_width is not None and (not isinstance(vector_width, int) or vector_width < 1):
+        raise ValueError(f"vector_width must be a positive int, got {vector_width!r}")
+    name = str(func.attrs["global_symbol"])
+    sch = s_tir.Schedule(tvm.IRModule({name: func}))
+    sch.work_on(name)
+    for nest in nests(sch):
+        if is_fill(sch, nest):
+            loops = sch.get_loops(nest.top)
+            fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+            if parallel:
+                sch.parallel(fused)
+            continue
+        decompose_at = {
+            i: first_reduce_index(sch, block) for i, block in enumerate(nest.blocks) if has_init(sch, block)
+        }
+        if parallel and iter_kinds(sch, nest.top)[0] == SPATIAL:
+            sch.parallel(sch.get_loops(nest.top)[0])
+        _vectorize_feature_loop(sch, nest, vector_width, parallel)
+        for i, index in decompose_at.items():
+            block = nest.blocks[i]
+            sch.decompose_reduction(block, sch.get_loops(block)[index])
+    return sch
+
+
+def _vectorize_feature_loop(sch, nest, vector_width, parallel) -> None:
+    leaf = nest.leaf
+    last = len(iter_kinds(sch, leaf)) - 1
+    if iter_kinds(sch, leaf)[last] != SPATIAL or (parallel and leaf is nest.top and last == 0):
+        return
+    extent = constant_extent(sch, leaf, last)
+    if extent is None or not writes_contiguously(sch, leaf, last):
+        return
+    width = vector_width or largest_power_of_two_dividing(extent, VECTOR_BYTES // dtype_bytes(store_dtype(sch, leaf)))
+    if width <= 1:
+        return
+    _, inner = sch.split(sch.get_loops(leaf)[-1], [None, width])
+    sch.vectorize(inner)
