@@ -1,0 +1,97 @@
+"""A compiled function: a kernel library on disk plus its manifest (signature, target, source).
+
+An exported function is ``<path>`` (the library), ``<path>.json`` (the manifest)
+and ``<path>.<source suffix>`` (the generated source); it loads with only the
+TVM runtime. The compile cache keeps the same three files in one folder.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from .loader import load_module
+from .marshal import Marshalled, is_torch
+from .signature import Signature
+
+MANIFEST_FORMAT = "sparsetir-function/1"
+
+
+def sidecar(library: Path, suffix: str) -> Path:
+    return library.with_name(library.name + suffix)
+
+
+class CompiledFunction:
+    """Call with arrays by parameter name (or position); sizes are read off the shapes."""
+
+    def __init__(self, library):
+        self.library = Path(library)
+        manifest_path = sidecar(self.library, ".json")
+        if not self.library.exists() or not manifest_path.exists():
+            raise FileNotFoundError(f"{self.library} or its manifest {manifest_path.name} is missing")
+        manifest = json.loads(manifest_path.read_text())
+        if manifest.get("format") != MANIFEST_FORMAT:
+            raise ValueError(f"{self.library} is not a sparsetir compiled function ({manifest.get('format')})")
+        self.manifest = manifest
+        self.name: str = manifest["name"]
+        self.device: str = manifest["device"]
+        self.signature = Signature(manifest["signature"])
+        self._function = None
+
+    @property
+    def source(self) -> str:
+        """Generated source: CUDA C for CUDA, LLVM IR of the host code for LLVM."""
+        return sidecar(self.library, self.manifest["source_suffix"]).read_text()
+
+    def __call__(self, *args, **kwargs):
+        """Validate every input (shapes, dtypes, axis metadata), then run the kernel."""
+        bound = self.signature.bind(args, kwargs)
+        sizes = self.signature.infer_sizes(bound)
+        self.signature.check(bound, sizes)
+        self.invoke(bound, sizes)
+
+    def invoke(self, bound: dict, sizes: dict) -> None:
+        """Run without validation (callers that validated once, like Kernel)."""
+        if self.device == "cuda":
+            self.kernel()  # raises a clear RuntimeError where no GPU is present
+        call = Marshalled()
+        for param in self.signature.params:
+            name = param["name"]
+            if param["role"] == "size":
+                call.add_scalar(sizes[name])
+            elif name in self.signature.outputs:
+                call.add_output(bound[name])
+            else:
+                call.add_input(bound[name])
+        self._check_devices(bound)
+        self.kernel()(*call.args)
+        call.finish()
+
+    def kernel(self):
+        """The loaded kernel entry point (loads the library on first use)."""
+        if self._function is None:
+            self._function = load_module(self.library, self.device)[self.name]
+        return self._function
+
+    def _check_devices(self, bound: dict) -> None:
+        for name, array in bound.items():
+            if not hasattr(array, "shape"):
+                continue
+            on_cuda = is_torch(array) and array.is_cuda
+            if on_cuda != (self.device == "cuda"):
+                where = "a CUDA tensor" if on_cuda else "host memory"
+                raise ValueError(f"{name} is {where}, but {self.name} runs on {self.device}")
+
+    def export(self, path, **extra) -> Path:
+        """Write the library to ``path`` with its manifest (plus ``extra`` entries) and source beside it."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.library, path)
+        suffix = self.manifest["source_suffix"]
+        shutil.copyfile(sidecar(self.library, suffix), sidecar(path, suffix))
+        sidecar(path, ".json").write_text(json.dumps({**self.manifest, **extra}, indent=1))
+        return path
+
+    def __repr__(self) -> str:
+        return f"CompiledFunction({self.name}, {self.device}, {self.library})"

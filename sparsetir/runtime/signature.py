@@ -1,0 +1,114 @@
+"""The calling convention of a compiled function, and the checks run before every generic call.
+
+The signature is JSON written by ``lower_sparse_buffer``: the parameters (value
+buffers, axis metadata, symbolic sizes) and the axis tree, with shapes as
+expression strings over the size names.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+
+import numpy as np
+
+from .validate import check_dense, check_indices, check_indptr, check_sorted_rows
+
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
+
+
+def evaluate(expression: str, sizes: dict) -> int:
+    """Value of a shape expression such as ``"m + 1"`` or ``"nnz"`` given the sizes."""
+
+    def walk(node):
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in sizes:
+                raise ValueError(f"size {node.id!r} is unknown; pass it explicitly")
+            return int(sizes[node.id])
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            return _BINARY[type(node.op)](walk(node.left), walk(node.right))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("int32", "int64") and node.args:
+            return walk(node.args[0])  # T.int64(5)
+        raise ValueError(f"unsupported shape expression {expression!r}")
+
+    return walk(ast.parse(expression.replace("//", " // "), mode="eval"))
+
+
+class Signature:
+    def __init__(self, data):
+        data = json.loads(data) if isinstance(data, str) else data
+        self.data = data
+        self.params: list[dict] = data["params"]
+        self.axes: list[dict] = data["axes"]
+        self.outputs: list[str] = data["outputs"]
+        self.names = [p["name"] for p in self.params]
+
+    def to_json(self) -> str:
+        return json.dumps(self.data)
+
+    def bind(self, args, kwargs) -> dict:
+        """Map positional and keyword arguments to parameter names."""
+        if len(args) > len(self.params):
+            raise TypeError(f"expected at most {len(self.params)} arguments {self.names}, got {len(args)}")
+        bound = dict(zip(self.names, args))
+        for name, value in kwargs.items():
+            if name not in self.names:
+                raise TypeError(f"unexpected argument {name!r}; parameters are {self.names}")
+            if name in bound:
+                raise TypeError(f"argument {name!r} given twice")
+            bound[name] = value
+        return bound
+
+    def infer_sizes(self, bound: dict) -> dict:
+        """Sizes given explicitly, else read off array shapes whose dimension is ``name`` or ``name + c``."""
+        sizes = {p["name"]: int(bound[p["name"]]) for p in self.params if p["role"] == "size" and p["name"] in bound}
+        for param in self.params:
+            array = bound.get(param["name"])
+            if param["role"] == "size" or array is None or not hasattr(array, "shape"):
+                continue
+            for expression, dim in zip(param["shape"], array.shape):
+                name, _, offset = expression.partition(" + ")
+                if name.isidentifier() and name not in sizes and (not offset or offset.isdigit()):
+                    sizes[name] = int(dim) - int(offset or 0)
+        return sizes
+
+    def check(self, bound: dict, sizes: dict) -> None:
+        """Shapes and dtypes of every array, and the validity of every axis' metadata."""
+        missing = [p["name"] for p in self.params if p["name"] not in bound and p["role"] != "size"]
+        if missing:
+            raise TypeError(f"missing arguments {missing}")
+        for param in self.params:
+            if param["role"] == "size":
+                continue
+            shape = tuple(evaluate(e, sizes) for e in param["shape"])
+            check_dense(bound[param["name"]], name=param["name"], shape=shape, dtype=param["dtype"])
+        for axis in self.axes:
+            self._check_axis(axis, bound, sizes)
+
+    def _check_axis(self, axis: dict, bound: dict, sizes: dict) -> None:
+        if axis["indptr"] is None and axis["indices"] is None:
+            return
+        indptr = _host(bound[axis["indptr"]]) if axis["indptr"] else None
+        indices = _host(bound[axis["indices"]]) if axis["indices"] else None
+        if indptr is not None:
+            rows = indptr.shape[0] - 1
+            nnz = indices.shape[0] if indices is not None else evaluate(axis["nnz"], sizes)
+            check_indptr(indptr, name=axis["indptr"], rows=rows, nnz=nnz)
+        if indices is not None:
+            check_indices(indices, name=axis["indices"], length=evaluate(axis["length"], sizes))
+            if axis["sorted"]:
+                if indptr is None:
+                    width = evaluate(axis["nnz_cols"], sizes)
+                    indptr = np.arange(0, indices.shape[0] + 1, max(width, 1), dtype=np.int64)
+                check_sorted_rows(indptr, indices, name=axis["indices"])
+
+
+def _host(array) -> np.ndarray:
+    if isinstance(array, np.ndarray):
+        return array
+    return array.detach().cpu().numpy()

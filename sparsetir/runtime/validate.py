@@ -1,0 +1,87 @@
+"""Input validation in one place (in the spirit of scipy.sparse's ``check_format``).
+
+Every op and every compiled function checks its inputs here *before* a kernel
+runs, so bad input raises a ``ValueError``/``TypeError`` naming the problem
+instead of crashing or silently returning garbage.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INDEX_DTYPES = (np.dtype("int32"), np.dtype("int64"))
+
+
+def check_index_array(array, *, name: str) -> np.ndarray:
+    """A 1-D integer numpy array (any int width); returns it as an ndarray."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(array).__name__}")
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
+    if not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"{name} must have an integer dtype, got {array.dtype}")
+    return array
+
+
+def check_indptr(indptr, *, name: str, rows: int, nnz: int | None = None) -> None:
+    """``indptr`` has rows + 1 entries, starts at 0, never decreases and ends at ``nnz``."""
+    indptr = check_index_array(indptr, name=name)
+    if indptr.shape[0] != rows + 1:
+        raise ValueError(f"{name} must have {rows + 1} entries (rows + 1), got {indptr.shape[0]}")
+    if indptr[0] != 0:
+        raise ValueError(f"{name}[0] must be 0, got {indptr[0]}")
+    steps = np.diff(indptr)
+    if steps.size and steps.min() < 0:
+        row = int(np.argmax(steps < 0))
+        raise ValueError(
+            f"{name} must be non-decreasing: {name}[{row}]={indptr[row]} > {name}[{row + 1}]={indptr[row + 1]}"
+        )
+    if nnz is not None and indptr[-1] != nnz:
+        raise ValueError(f"{name}[-1]={indptr[-1]} does not match nnz={nnz} (the length of the indices/values)")
+
+
+def check_indices(indices, *, name: str, length: int, nnz: int | None = None) -> None:
+    """Every entry of ``indices`` lies in [0, length)."""
+    indices = check_index_array(indices, name=name)
+    if nnz is not None and indices.shape[0] != nnz:
+        raise ValueError(f"{name} has {indices.shape[0]} entries but nnz is {nnz}")
+    if indices.size:
+        low, high = indices.min(), indices.max()
+        if low < 0:
+            raise ValueError(f"{name} has a negative index {low}")
+        if high >= length:
+            raise ValueError(f"{name} has index {high} out of range for length {length}")
+
+
+def check_sorted_rows(indptr: np.ndarray, indices: np.ndarray, *, name: str) -> None:
+    """Indices strictly increase within each row (needed by binary searches)."""
+    if indices.size < 2:
+        return
+    increasing = np.diff(indices) > 0
+    row_starts = indptr[1:-1]
+    boundary = np.zeros(indices.size - 1, dtype=bool)
+    starts = row_starts[(row_starts > 0) & (row_starts < indices.size)]
+    boundary[starts - 1] = True
+    bad = ~increasing & ~boundary
+    if bad.any():
+        at = int(np.argmax(bad))
+        raise ValueError(f"{name} must be sorted without duplicates within each row (position {at})")
+
+
+def check_dense(array, *, name: str, shape: tuple, dtype) -> None:
+    """A dense operand with the expected shape and dtype (numpy or torch)."""
+    actual_shape = tuple(array.shape)
+    if len(actual_shape) != len(shape):
+        raise ValueError(f"{name} must be {len(shape)}-D with shape {shape}, got shape {actual_shape}")
+    if actual_shape != tuple(shape):
+        raise ValueError(f"{name} has shape {actual_shape}, expected {tuple(shape)}")
+    if dtype_name(array) != np.dtype(dtype).name:
+        raise TypeError(f"{name} has dtype {dtype_name(array)}, expected {np.dtype(dtype).name}")
+
+
+def dtype_name(array) -> str:
+    """numpy-style dtype name of a numpy array or torch tensor."""
+    dtype = array.dtype
+    if isinstance(dtype, np.dtype):
+        return dtype.name
+    return str(dtype).replace("torch.", "")
