@@ -1,0 +1,68 @@
+"""Compile a scheduled module for LLVM or CUDA into a cached :class:`CompiledFunction`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from ..lower import SIGNATURE_ATTR
+from ..runtime.function import MANIFEST_FORMAT, CompiledFunction, sidecar
+from .cache import entry_dir, entry_key, publish
+from .target import device_of
+
+LIBRARY = "kernel.so"
+_compiled: dict[str, CompiledFunction] = {}
+
+
+def compile_module(mod, target: dict) -> CompiledFunction:
+    """Compile (or fetch from the cache) the single PrimFunc of a scheduled IRModule."""
+    import tvm
+
+    import sparsetir
+
+    (global_var,) = mod.functions.keys()
+    name = global_var.name_hint
+    key = entry_key(mod.script(), target, tvm.__version__, sparsetir.__version__, MANIFEST_FORMAT)
+    if key in _compiled:
+        return _compiled[key]
+    library = entry_dir(key) / LIBRARY
+    if not sidecar(library, ".json").exists():
+        publish(key, lambda folder: _compile_into(folder, mod, name, target))
+    function = CompiledFunction(library)
+    _compiled[key] = function
+    return function
+
+
+def _compile_into(folder: Path, mod, name: str, target: dict) -> None:
+    import tvm
+
+    library = folder / LIBRARY
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "name": name,
+        "device": device_of(target),
+        "target": target,
+        "signature": json.loads(str(mod[name].attrs[SIGNATURE_ATTR])),
+        "versions": {"tvm": tvm.__version__},
+    }
+    if target["kind"] == "cuda":
+        from ..build.cuda import build_cuda  # moves to backend once the CUDA tooling lands
+
+        result = build_cuda(mod, folder / "cuda-build", archs=_cuda_archs(target))
+        shutil.move(str(result.so_path), library)
+        sidecar(library, ".cu").write_text(result.source)
+        manifest["source_suffix"] = ".cu"
+        manifest["fatbin"] = [f"{e.kind} {e.arch}" for e in result.fatbin_entries]
+        shutil.rmtree(folder / "cuda-build", ignore_errors=True)
+    else:
+        executable = tvm.compile(mod, target=tvm.target.Target(target))
+        executable.export_library(str(library))
+        sidecar(library, ".ll").write_text(executable.mod.inspect_source("ll"))
+        manifest["source_suffix"] = ".ll"
+    sidecar(library, ".json").write_text(json.dumps(manifest, indent=1))
+
+
+def _cuda_archs(target: dict) -> tuple:
+    arch = target.get("arch", "sm_90")
+    return (arch, "sm_80") if arch == "sm_90" else (arch,)

@@ -1,0 +1,142 @@
+"""CSR: the reference format. Its Stage I structure and its host-side conversion.
+
+Stage I structure: ``I = dense_fixed(m)``, ``J = sparse_variable(I, n, nnz)``
+with metadata ``J_indptr`` and ``J_indices``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..runtime.validate import check_indices, check_indptr
+
+INT32_LIMIT = 2**31 - 1
+VALUE_DTYPES = ("float16", "float32", "float64")
+
+
+@dataclass
+class CSRMatrix:
+    """Host arrays of a CSR matrix in the dtypes a kernel uses."""
+
+    shape: tuple
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.shape[0])
+
+    def to_csr(self) -> sp.csr_matrix:
+        return sp.csr_matrix((self.values, self.indices, self.indptr), shape=self.shape)
+
+
+def read_sparse_input(A, *, canonical: bool = False) -> CSRMatrix:
+    """Validated CSR arrays of a scipy sparse matrix or torch sparse tensor (dtypes unchanged).
+
+    ``canonical``: sum duplicates and sort indices within rows (explicit zeros are kept).
+    """
+    if isinstance(A, CSRMatrix):
+        if canonical:
+            return read_sparse_input(A.to_csr(), canonical=True)
+        return A
+    if sp.issparse(A):
+        if A.ndim != 2:
+            raise ValueError(f"A must be 2-D, got {A.ndim}-D")
+        csr = A.tocsr()
+        if canonical and not csr.has_canonical_format:
+            csr = csr.copy()
+            csr.sum_duplicates()
+        shape, indptr, indices, values = csr.shape, csr.indptr, csr.indices, csr.data
+    elif type(A).__module__.startswith("torch"):
+        shape, indptr, indices, values = _torch_csr_arrays(A)
+        if canonical:
+            merged = sp.csr_matrix((values, indices, indptr), shape=shape)
+            merged.sum_duplicates()
+            indptr, indices, values = merged.indptr, merged.indices, merged.data
+    else:
+        raise TypeError(f"A must be a scipy.sparse matrix or a torch sparse tensor, got {type(A).__name__}")
+    rows, cols = (int(s) for s in shape)
+    check_indptr(indptr, name="A.indptr", rows=rows, nnz=indices.shape[0])
+    check_indices(indices, name="A.indices", length=cols)
+    if values.shape != indices.shape:
+        raise ValueError(f"A has {values.shape[0]} values but {indices.shape[0]} indices (nnz mismatch)")
+    return CSRMatrix((rows, cols), indptr, indices, values)
+
+
+def _torch_csr_arrays(A):
+    import torch
+
+    if A.layout == torch.sparse_coo:
+        A = A.coalesce().to_sparse_csr()
+    if A.layout != torch.sparse_csr:
+        raise TypeError(f"a torch A must be a sparse CSR (or COO) tensor, got layout {A.layout}")
+    if A.dim() != 2:
+        raise ValueError(f"A must be 2-D, got {A.dim()}-D")
+    return (
+        tuple(A.shape),
+        A.crow_indices().cpu().numpy(),
+        A.col_indices().cpu().numpy(),
+        A.values().cpu().numpy(),
+    )
+
+
+def choose_index_dtype(*extents: int, requested: str | None = None) -> str:
+    """int32 unless some extent (or flat buffer size) needs int64; ``requested`` forces one."""
+    if requested is not None:
+        if requested not in ("int32", "int64"):
+            raise TypeError(f"index_dtype must be 'int32' or 'int64', got {requested!r}")
+        if requested == "int32" and max(extents, default=0) > INT32_LIMIT:
+            raise ValueError(f"an extent of {max(extents)} does not fit int32 indices; use index_dtype='int64'")
+        return requested
+    return "int64" if max(extents, default=0) > INT32_LIMIT else "int32"
+
+
+def cast_values(values: np.ndarray, dtype: str, *, name: str = "A") -> np.ndarray:
+    """``values`` in ``dtype``; refuses a cast that changes kind (complex -> float, ...)."""
+    if dtype not in VALUE_DTYPES:
+        raise TypeError(f"unsupported dtype {dtype!r}; supported: {VALUE_DTYPES}")
+    if values.dtype == np.dtype(dtype):
+        return values
+    if not np.can_cast(values.dtype, dtype, casting="same_kind"):
+        raise TypeError(f"{name} has dtype {values.dtype}, which cannot be cast to {dtype}")
+    return values.astype(dtype)
+
+
+class CSR:
+    """Compressed sparse rows."""
+
+    name = "csr"
+
+    def structure_key(self) -> tuple:
+        return (self.name,)
+
+    def convert(self, A, *, dtype: str, index_dtype: str, canonical: bool = False) -> CSRMatrix:
+        """Host arrays of ``A`` with values in ``dtype`` and indices in ``index_dtype``."""
+        matrix = A if isinstance(A, CSRMatrix) else read_sparse_input(A, canonical=canonical)
+        return CSRMatrix(
+            matrix.shape,
+            matrix.indptr.astype(index_dtype, copy=False),
+            matrix.indices.astype(index_dtype, copy=False),
+            cast_values(matrix.values, dtype),
+        )
+
+    def axes(self, m, n, nnz):
+        """Stage I axes (I rows, J stored columns) over symbolic sizes."""
+        from ..ir import dense_fixed, sparse_variable
+
+        rows = dense_fixed("I", m, idtype=str(m.ty))
+        return rows, sparse_variable("J", rows, n, nnz)
+
+    def bind(self, matrix: CSRMatrix) -> dict:
+        """Kernel parameters for the structure of ``matrix``."""
+        return {"J_indptr": matrix.indptr, "J_indices": matrix.indices}
+
+    def sizes(self, matrix: CSRMatrix) -> dict:
+        return {"m": matrix.shape[0], "n": matrix.shape[1], "nnz": matrix.nnz}
+
+    def __repr__(self) -> str:
+        return "CSR()"

@@ -1,0 +1,89 @@
+"""SDDMM, ``A.data * (X[i] . Y[j])`` on A's pattern, composed from the IR (no template).
+
+Stage I: ``C[i, j] += A[i, j] * X[i, k] * Y[j, k]`` over ``[I, J, K]`` with kinds
+"SSR", then ``sparse_fuse(I, J)``: one parallel loop over the non-zeros.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..formats import parse_format, read_sparse_input
+from ..formats.csr import choose_index_dtype
+from ..ir import SparseBuffer, SparseFunction, dense_fixed, size_vars, sparse_iteration
+from ..runtime.kernel import Kernel
+from ..runtime.marshal import is_torch
+from ..transform import sparse_fuse
+from .operands import check_dense_operand, check_feat, make_kernel, resolve_dtype, target_and_device
+
+
+def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32") -> SparseFunction:
+    """The Stage I SDDMM for ``fmt`` with ``feat``-long rows in X and Y, rows and columns fused."""
+    m, n, nnz = size_vars("m n nnz", idtype)
+    rows, cols = fmt.axes(m, n, nnz)
+    dense_cols = dense_fixed("J_", n, idtype)
+    features = dense_fixed("K", feat, idtype)
+    A = SparseBuffer("A", (rows, cols), dtype)
+    X = SparseBuffer("X", (rows, features), dtype)
+    Y = SparseBuffer("Y", (dense_cols, features), dtype)
+    C = SparseBuffer("C", (rows, cols), dtype)
+
+    @sparse_iteration([rows, cols, features], "SSR", name="sddmm")
+    def sddmm(i, j, k):
+        C[i, j] += A[i, j] * X[i, k] * Y[j, k]
+
+    return sparse_fuse(SparseFunction("sddmm", [sddmm], params=[A, X, Y, C]), [rows, cols])
+
+
+def compile_sddmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtype=None, **knobs) -> Kernel:
+    """Compile SDDMM for A's structure (duplicates summed); call as ``kernel(X, Y, out=None, values=None)``.
+
+    The output holds one value per stored entry of the canonical A (``kernel.structure()``).
+    """
+    feat = check_feat(feat)
+    fmt = parse_format(format)
+    target, device = target_and_device(target)
+    started = time.perf_counter()
+    matrix = read_sparse_input(A, canonical=True)
+    dtype = resolve_dtype(dtype, matrix.values.dtype, device)
+    m, n = matrix.shape
+    idtype = choose_index_dtype(m + 1, n + 1, matrix.nnz, m * feat, n * feat, requested=index_dtype)
+    converted = fmt.convert(matrix, dtype=dtype, index_dtype=idtype)
+    convert_s = time.perf_counter() - started
+    kernel = make_kernel("sddmm", lambda: sddmm_function(fmt, feat, dtype, idtype), fmt, converted, feat=feat,
+                         dtype=dtype, idtype=idtype, target=target, knobs=knobs, inputs=["X", "Y"], output="C",
+                         convert_s=convert_s)
+    kernel.matrix = converted
+    return kernel
+
+
+def sddmm(A, X, Y, *, format="csr", target="llvm", **knobs):
+    """SDDMM on A's pattern: a scipy CSR matrix for scipy A, a torch sparse CSR tensor for torch A."""
+    dtype = check_dense_operand(X, "X")
+    if check_dense_operand(Y, "Y") != dtype:
+        raise TypeError(f"X and Y must share a dtype, got {dtype} and {Y.dtype}")
+    if type(X) is not type(Y):
+        raise TypeError("X and Y must both be numpy arrays or both torch tensors")
+    matrix = read_sparse_input(A, canonical=True)
+    m, n = matrix.shape
+    if X.shape[0] != m or Y.shape[0] != n:
+        raise ValueError(f"A is {m}x{n}, so X needs {m} rows and Y {n} rows; got {X.shape[0]} and {Y.shape[0]}")
+    if X.shape[1] != Y.shape[1]:
+        raise ValueError(f"X and Y must have the same number of columns, got {X.shape[1]} and {Y.shape[1]}")
+    kernel = compile_sddmm(matrix, int(X.shape[1]), format=format, target=target, dtype=dtype, **knobs)
+    values = kernel(X, Y)
+    structure = kernel.matrix
+    if is_torch(A) or is_torch(X):
+        import torch
+
+        device = values.device if is_torch(values) else "cpu"
+        return torch.sparse_csr_tensor(
+            torch.as_tensor(np.asarray(structure.indptr, dtype=np.int64), device=device),
+            torch.as_tensor(np.asarray(structure.indices, dtype=np.int64), device=device),
+            values if is_torch(values) else torch.as_tensor(values),
+            size=structure.shape,
+        )
+    return sp.csr_matrix((values, structure.indices, structure.indptr), shape=structure.shape)
