@@ -1,0 +1,79 @@
+"""The quick CPU benchmark runs end to end; a wrong contender is reported, never timed."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparsetir.bench import quick
+
+SMALL = "synthetic:300x200:0.05"
+FAST = ["--samples", "5", "--max-time-s", "1"]
+
+
+@pytest.fixture(autouse=True)
+def restore_environment():
+    """quick.main sets spin and thread variables with setdefault; undo that after each test."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.mark.parametrize("op,libraries", [
+    ("spmm", ["scipy", "torch-csr-i64", "torch-csr-i32", "torch-reduce-sum", "torch-dense"]),
+    ("sddmm", ["scipy", "torch-sampled-addmm"]),
+])
+def test_quick_runs_end_to_end_on_a_synthetic_matrix(op, libraries, tmp_path, capsys):
+    out_json = tmp_path / "records.json"
+    assert quick.main([op, "--dataset", SMALL, "--feat", "8", "--feat", "16", *FAST, "--json", str(out_json)]) == 0
+    printed = capsys.readouterr().out
+    assert "geomean speedup vs best CPU library over 2 case(s)" in printed
+    assert printed.count(f"{SMALL} (300 x 200,") == 2
+    assert "sparsetir" in printed
+    document = json.loads(out_json.read_text())
+    assert document["environment"]["env"]["GOMP_SPINCOUNT"] is not None
+    assert document["copy_bandwidth"]["bytes_per_s"] > 0
+    timed = {(r["feat"], r["contender"]) for r in document["records"] if r["ok"]}
+    assert {(feat, name) for feat in (8, 16) for name in libraries} <= timed
+    for r in document["records"]:
+        assert r["ok"] == (r["stats"] is not None), r
+        if r["ok"]:
+            assert r["stats"]["n"] >= 5 and r["setup_s"] >= 0
+        else:
+            assert r["error"]
+
+
+def test_spin_limits_are_set_for_the_cli_process(monkeypatch):
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.setenv("TVM_THREAD_POOL_SPIN_COUNT", "7")
+    quick.configure_threads(2)
+    assert os.environ["GOMP_SPINCOUNT"] == "10000"
+    assert os.environ["TVM_THREAD_POOL_SPIN_COUNT"] == "7"  # a user's setting wins
+
+
+def test_a_wrong_contender_is_reported_not_timed():
+    A = sp.random(20, 10, density=0.3, format="csr", dtype=np.float32, random_state=0)
+    case = quick.spmm_case(A, 4, np.random.default_rng(0))
+    B = case.inputs[0]
+    right = quick.prepare(quick.Row("right", "conversion"), lambda: (lambda: A @ B), case)
+    wrong = quick.prepare(quick.Row("wrong", "conversion"), lambda: (lambda: A @ B + 1e-3), case)
+    broken = quick.prepare(quick.Row("broken", "conversion"), lambda: 1 / 0, case)
+    assert right.error is None and right.run is not None
+    assert wrong.error.startswith("wrong result") and wrong.run is None
+    assert broken.error.startswith("unavailable: ZeroDivisionError") and broken.run is None
+
+
+def test_synthetic_spec_is_validated():
+    A = quick.load_matrix("synthetic:50x40:0.1", seed=0)
+    assert A.shape == (50, 40) and A.dtype == np.float32 and A.has_canonical_format
+    with pytest.raises(ValueError, match="synthetic:<m>x<n>:<density>"):
+        quick.load_matrix("synthetic:50by40", seed=0)
+
+
+def test_excluded_contenders_are_not_run(capsys):
+    assert quick.main(["spmm", "--dataset", SMALL, "--feat", "4", *FAST, "--exclude", "torch-dense"]) == 0
+    printed = capsys.readouterr().out
+    assert "torch-dense" not in printed.split("feat 4")[1].split("geomean")[0]
