@@ -6,7 +6,6 @@ import json
 import shutil
 from pathlib import Path
 
-from ..lower import SIGNATURE_ATTR
 from ..runtime.function import MANIFEST_FORMAT, CompiledFunction, sidecar
 from .cache import entry_dir, entry_key, publish
 from .target import device_of
@@ -37,6 +36,8 @@ def compile_module(mod, target: dict) -> CompiledFunction:
 def _compile_into(folder: Path, mod, name: str, target: dict) -> None:
     import tvm
 
+    from ..lower import SIGNATURE_ATTR
+
     library = folder / LIBRARY
     manifest = {
         "format": MANIFEST_FORMAT,
@@ -47,7 +48,7 @@ def _compile_into(folder: Path, mod, name: str, target: dict) -> None:
         "versions": {"tvm": tvm.__version__},
     }
     if target["kind"] == "cuda":
-        from ..build.cuda import build_cuda  # moves to backend once the CUDA tooling lands
+        from .cuda import build_cuda
 
         result = build_cuda(mod, folder / "cuda-build", archs=_cuda_archs(target))
         shutil.move(str(result.so_path), library)

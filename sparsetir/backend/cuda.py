@@ -1,0 +1,185 @@
+"""Build a scheduled TVM module into a CUDA kernel library (``.so`` with an embedded fatbin).
+
+The work happens in a child process (``sparsetir.backend.cuda_worker``) so that a build-only
+``libcuda.so.1`` stub can be loaded there on GPU-less hosts without touching this process.
+The library holds SASS for every requested arch plus PTX for the first one, and loads in a
+process that has only the TVM runtime.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparsetir.backend.fatbin import FatbinEntry
+
+DEFAULT_ARCHS = ("sm_90", "sm_80")
+DEFAULT_TIMEOUT_S = 600.0
+
+
+@dataclass
+class CudaBuildResult:
+    """What :func:`build_cuda` produced.
+
+    ``archs`` are the SASS archs actually built (an arch nvcc rejected is named in ``notes``);
+    ``seconds`` is the wall time of the whole build, child process included.
+    """
+
+    so_path: Path
+    source: str
+    fatbin_entries: list[FatbinEntry]
+    source_path: Path | None = None
+    archs: list[str] = field(default_factory=list)
+    gencode: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def find_nvcc() -> str | None:
+    """Path of nvcc: ``$PATH``, then ``$CUDA_HOME``/``$CUDA_PATH``, then ``/usr/local/cuda*``."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    homes += sorted(glob.glob("/usr/local/cuda-*"), reverse=True)
+    for home in homes:
+        if home and os.access(os.path.join(home, "bin", "nvcc"), os.X_OK):
+            return os.path.join(home, "bin", "nvcc")
+    return None
+
+
+def nvcc_available() -> tuple[bool, str]:
+    """(True, path) when nvcc runs; otherwise (False, why not)."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return False, "nvcc not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda*/bin"
+    try:
+        proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return False, f"{nvcc} does not run: {err}"
+    if proc.returncode != 0:
+        return False, f"{nvcc} --version failed: {proc.stderr.strip()}"
+    return True, nvcc
+
+
+def _child_env(nvcc: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = str(Path(nvcc).parent) + os.pathsep + env.get("PATH", "")
+    env["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+    project_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = project_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def cuda_source(mod, target: dict | None = None) -> str:
+    """The CUDA C that TVM generates for a scheduled module, in this process, without nvcc or a GPU.
+
+    Where TVM's CUDA runtime is loaded, the nvcc/NVRTC callback is replaced for the duration of
+    the call by one that only records the code, so nothing is compiled either way.
+    """
+    import tvm
+    import tvm.support.nvcc  # noqa: F401 - registers the default callback we swap out
+    import tvm_ffi
+
+    if isinstance(mod, tvm.tirx.PrimFunc):
+        mod = tvm.IRModule({"main": mod})
+    name = "tvm_callback_cuda_compile"
+    original = tvm_ffi.get_global_func(name, allow_missing=True)
+    seen: list[str] = []
+
+    def record_only(code, *_):
+        seen.append(code)
+        return bytearray(b"\0")
+
+    tvm_ffi.register_global_func(name, record_only, override=True)
+    try:
+        with tvm.target.Target(target or {"kind": "cuda", "arch": DEFAULT_ARCHS[0]}) as tgt:
+            executable = tvm.compile(mod, target=tgt)
+    finally:
+        if original is not None:
+            tvm_ffi.register_global_func(name, original, override=True)
+    if seen:
+        return "\n".join(seen)
+    device = [m for m in executable.mod.imports if m.kind == "cuda"]
+    if not device:
+        raise RuntimeError("the module has no CUDA device code; are its loops bound to blockIdx/threadIdx?")
+    return "\n".join(m.inspect_source("cuda") for m in device)
+
+
+def build_cuda(
+    mod,
+    out_dir,
+    archs=DEFAULT_ARCHS,
+    target_extra: dict | None = None,
+    *,
+    name: str = "kernel",
+    ptx: bool = True,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> CudaBuildResult:
+    """Compile a scheduled ``tvm.IRModule`` (or PrimFunc) for CUDA into ``out_dir/<name>.so``.
+
+    The target is ``{"kind": "cuda", "arch": archs[0], **target_extra}``.  Writes
+    ``<name>.so``, ``<name>.cu`` (the generated CUDA C) and ``<name>.so.json`` (build record).
+    Raises ``RuntimeError`` when nvcc is missing or the build fails (with the worker's stderr),
+    and ``subprocess.TimeoutExpired`` is turned into ``RuntimeError`` too.
+    """
+    import tvm  # noqa: PLC0415 - the compiler is only needed to serialise the module
+
+    if isinstance(mod, tvm.tirx.PrimFunc):
+        mod = tvm.IRModule({name: mod})
+    archs = [str(a) for a in archs]
+    if not archs or not all(a.startswith("sm_") for a in archs):
+        raise ValueError(f"archs must be a non-empty list like ['sm_90', 'sm_80'], got {archs!r}")
+    ok, nvcc = nvcc_available()
+    if not ok:
+        raise RuntimeError(f"cannot build for CUDA: {nvcc}")
+    target = {"kind": "cuda", "arch": archs[0], **(target_extra or {})}
+
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    so_path = out_dir / f"{name}.so"
+    result_json = out_dir / f"{name}.so.json"
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="sparsetir-cuda-") as tmp:
+        module_json = Path(tmp) / "module.json"
+        module_json.write_text(tvm.ir.save_json(mod))
+        request = {
+            "module_json": str(module_json),
+            "target": target,
+            "output": str(so_path),
+            "archs": archs,
+            "ptx": ptx,
+            "nvcc": nvcc,
+            "result_json": str(result_json),
+        }
+        request_path = Path(tmp) / "request.json"
+        request_path.write_text(json.dumps(request, indent=2))
+        cmd = [sys.executable, "-m", "sparsetir.backend.cuda_worker", str(request_path)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=_child_env(nvcc))
+        except subprocess.TimeoutExpired as err:
+            raise RuntimeError(f"CUDA build of {name!r} timed out after {timeout_s:.0f} s") from err
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"CUDA build of {name!r} failed (worker exit {proc.returncode}):\n{proc.stderr.strip()}"
+        )
+    record = json.loads(result_json.read_text())
+    source_path = Path(record["source_path"])
+    return CudaBuildResult(
+        so_path=Path(record["so_path"]),
+        source=source_path.read_text(),
+        fatbin_entries=[FatbinEntry(**{**e, "version": tuple(e["version"])}) for e in record["entries"]],
+        source_path=source_path,
+        archs=record["archs"],
+        gencode=record["gencode"],
+        notes=record["notes"],
+        seconds=time.perf_counter() - start,
+    )

@@ -1,0 +1,1 @@
+"""Test helpers for sparsetir: CPU emulation of generated CUDA kernels (``cuda_emulator``)."""
