@@ -1,7 +1,7 @@
 """sparsetir: a composable sparse-tensor compiler on Apache TVM 0.27.
 
 Stage I (``sparsetir.ir``) -> Stage II (``lower.lower_sparse_iter``) -> Stage III TensorIR
-(``lower.lower_sparse_buffer``) -> schedule (``sparsetir.schedule``) -> build (``sparsetir.build``).
+(``lower.lower_sparse_buffer``) -> schedule (``sparsetir.schedule``) -> build (``sparsetir.build``, in ``sparsetir.backend``).
 Heavy TVM imports are lazy, so ``sparsetir.runtime`` works with only the TVM runtime installed.
 """
 

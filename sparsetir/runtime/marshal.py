@@ -39,6 +39,8 @@ def safe_layout(array):
         if not _aligned(copy.data_ptr()):
             raise RuntimeError("torch returned a misaligned tensor copy")
         return copy
+    if array.size == 0:  # numpy gives empty arrays zero strides, which TVM rejects as non-compact
+        return aligned_empty(array.shape, array.dtype)
     if array.flags.c_contiguous and _aligned(array.ctypes.data):
         return array
     copy = aligned_empty(array.shape, array.dtype)

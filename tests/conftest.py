@@ -1,0 +1,47 @@
+"""Shared test set-up: a kernel cache for the session, the real-data mirror, and test helpers on sys.path."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MIRROR = REPO_ROOT.parent / "shared" / "data"
+
+# Compiled kernels are cached on disk (keyed by a hash of the scheduled IR), so subprocess
+# tests and repeated runs reuse them. The folder is git-ignored.
+os.environ.setdefault("SPARSETIR_CACHE_DIR", str(REPO_ROOT / ".cache" / "test-kernels"))
+if DEFAULT_MIRROR.is_dir():
+    os.environ.setdefault("SPARSETIR_DATA_MIRROR", str(DEFAULT_MIRROR))
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))
+
+from sparsetir.data import MIRROR_ENV, clear_caches  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def mirror_path() -> Path:
+    """The real-data mirror: ``$SPARSETIR_DATA_MIRROR``, else ``../shared/data`` next to the repo."""
+    value = os.environ.get(MIRROR_ENV, "").strip()
+    path = Path(value).expanduser() if value else DEFAULT_MIRROR
+    if not path.is_dir():
+        source = f"{MIRROR_ENV}={value!r}" if value else f"{MIRROR_ENV} is unset and {DEFAULT_MIRROR}"
+        pytest.skip(f"no real-data mirror: {source} is not a directory")
+    return path.resolve()
+
+
+@pytest.fixture
+def use_mirror(monkeypatch, mirror_path) -> Path:
+    """Point the registry at the real mirror for one test."""
+    monkeypatch.setenv(MIRROR_ENV, str(mirror_path))
+    return mirror_path
+
+
+@pytest.fixture
+def fresh_registry_cache():
+    """Drop parsed matrices before and after a test that swaps mirrors."""
+    clear_caches()
+    yield
+    clear_caches()

@@ -1,0 +1,101 @@
+"""lower_sparse_iter (Stage I -> II): position loops, nested blocks, searches, fused axes."""
+
+from __future__ import annotations
+
+import pytest
+from stage1_examples import csr_spmm, masked_product, masked_scale_rows
+
+from sparsetir import ir as sp
+from sparsetir.lower import lower_sparse_iter
+from sparsetir.lower.stage2 import FIND, UPPER_BOUND, Block
+from sparsetir.ops import sddmm_function
+from sparsetir.formats import CSR
+
+
+def blocks_of(stage2):
+    out, todo = [], [n for n in stage2.body if isinstance(n, Block)]
+    while todo:
+        block = todo.pop(0)
+        out.append(block)
+        todo = [c for c in block.body if isinstance(c, Block)] + todo
+    return out
+
+
+def test_spmm_stage2_has_a_nested_block_per_variable_axis():
+    func, _ = csr_spmm()
+    assert str(lower_sparse_iter(func)) == "\n".join([
+        "# Stage II: positions (index dtype int32)",
+        "def spmm(A: float32[I, J], B: float32[J_, K], C: float32[I, K], J_indptr: int32[m + 1], "
+        "J_indices: int32[nnz]):",
+        "    for i in grid(m):",
+        "        with block('spmm0', kinds='S'):",
+        "            for j, k in grid(J_indptr[i + 1] - J_indptr[i], 64):",
+        "                with block('spmm1', kinds='RS'):",
+        "                    with init(): C[i, k] = T.float32(0.0)",
+        "                    C[i, k] += A[i, j] * B[J_indices[J_indptr[i] + j], k]",
+    ])
+
+
+def test_reading_through_a_foreign_sparse_axis_searches_the_row():
+    stage2 = lower_sparse_iter(masked_product())
+    (outer, inner) = blocks_of(stage2)
+    assert outer.searches == []
+    (search,) = inner.searches
+    assert search.mode == FIND and search.array.name == "JM_indices"
+    assert str(search.key) == "JA_indices[JA_indptr[i] + j]"
+    assert "if_then_else" in str(inner.body[0].value), "absent coordinates read as 0"
+
+
+def test_the_search_is_memoised():
+    stage2 = lower_sparse_iter(masked_product(reads=3))
+    assert sum(len(b.searches) for b in blocks_of(stage2)) == 1
+
+
+def test_the_search_is_hoisted_out_of_loops_it_does_not_depend_on():
+    stage2 = lower_sparse_iter(masked_scale_rows())
+    blocks = blocks_of(stage2)
+    assert [[loop.var.name for loop in b.loops] for b in blocks] == [["i"], ["j"], ["k"]]
+    assert len(blocks[1].searches) == 1 and blocks[2].searches == []
+
+
+def test_fused_axes_recover_the_row_with_a_search_on_indptr():
+    stage2 = lower_sparse_iter(sddmm_function(CSR(), 16))
+    blocks = blocks_of(stage2)
+    assert [[loop.var.name for loop in b.loops] for b in blocks] == [["ij"], ["k"]]
+    assert str(blocks[0].loops[0].extent) == "nnz", "one loop over all non-zeros"
+    (search,) = blocks[0].searches
+    assert search.mode == UPPER_BOUND and search.array.name == "J_indptr"
+    assert blocks[1].init, "C is initialised in the reduction block"
+
+
+def test_writing_through_a_foreign_sparse_axis_is_refused():
+    I = sp.dense_fixed("I", 4)
+    JA = sp.sparse_variable("JA", I, 4, 8)
+    JM = sp.sparse_variable("JM", I, 4, 8)
+    A = sp.SparseBuffer("A", (I, JA))
+    M = sp.SparseBuffer("M", (I, JM))
+
+    @sp.sparse_iteration([I, JA], "SS")
+    def scatter(i, j):
+        M[i, j] = A[i, j]
+
+    with pytest.raises(ValueError, match="written through axis JM"):
+        lower_sparse_iter(sp.SparseFunction("scatter", [scatter]))
+
+
+def test_scatter_into_a_dense_output_is_zero_filled_first():
+    """y[j] += A[i, j]: output positions are not the spatial loops, so the output is filled first."""
+    m, n, nnz = sp.size_vars("m n nnz")
+    I = sp.dense_fixed("I", m)
+    J = sp.sparse_variable("J", I, n, nnz)
+    J_ = sp.dense_fixed("J_", n)
+    A = sp.SparseBuffer("A", (I, J))
+    y = sp.SparseBuffer("y", (J_,))
+
+    @sp.sparse_iteration([I, J], "RS")
+    def column_sums(i, j):
+        y[j] += A[i, j]
+
+    stage2 = lower_sparse_iter(sp.SparseFunction("colsum", [column_sums]))
+    assert "y[...] = T.float32(0.0)" in str(stage2)
+    assert not any(b.init for b in blocks_of(stage2))
