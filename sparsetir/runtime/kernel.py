@@ -48,6 +48,8 @@ class Kernel:
         names = self.spec["inputs"]
         if len(inputs) != len(names):
             raise TypeError(f"{self.spec['op']} kernel takes {len(names)} operand(s) {names}, got {len(inputs)}")
+        if self.device == "cuda":
+            self.function.kernel()  # a clear RuntimeError where no GPU is present
         arrays = dict(self._structure())
         for name, array in zip(names, inputs):
             _check_array_type(array, name)

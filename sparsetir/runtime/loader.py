@@ -8,9 +8,8 @@ a bundle can instead point ``SPARSETIR_TVM_RUNTIME_DIR`` at a folder holding
 from __future__ import annotations
 
 import ctypes
-import importlib.util
+import importlib.metadata
 import os
-import sys
 from pathlib import Path
 
 RUNTIME_DIR_ENV = "SPARSETIR_TVM_RUNTIME_DIR"
@@ -21,10 +20,10 @@ def runtime_dir() -> Path:
     """Folder holding libtvm_runtime.so."""
     if os.environ.get(RUNTIME_DIR_ENV):
         return Path(os.environ[RUNTIME_DIR_ENV])
-    spec = importlib.util.find_spec("tvm")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"the TVM runtime was not found: install apache-tvm or set {RUNTIME_DIR_ENV}")
-    return Path(list(spec.submodule_search_locations)[0]) / "lib"
+    try:  # find the wheel's files without importing the (possibly absent) compiler package
+        return Path(importlib.metadata.distribution("apache-tvm").locate_file("tvm/lib"))
+    except importlib.metadata.PackageNotFoundError:
+        raise RuntimeError(f"the TVM runtime was not found: install apache-tvm or set {RUNTIME_DIR_ENV}") from None
 
 
 def _load_global(name: str) -> None:
@@ -37,11 +36,16 @@ def _load_global(name: str) -> None:
     _loaded.add(name)
 
 
+def _runtime_symbols_loaded() -> bool:
+    """Whether the process already has the TVM runtime's backend API (kernels call into it)."""
+    return hasattr(ctypes.CDLL(None), "TVMBackendParallelLaunch")
+
+
 def ensure_runtime(device: str) -> None:
     """Make the TVM runtime (and its CUDA part for ``device == "cuda"``) available."""
     import tvm_ffi  # noqa: F401  (libtvm_runtime needs libtvm_ffi loaded first)
 
-    if "tvm" not in sys.modules:  # with the compiler imported, its runtime is already in place
+    if not _runtime_symbols_loaded():  # with the compiler imported, its runtime is already in place
         _load_global("libtvm_runtime.so")
     if device == "cuda":
         _load_global("libtvm_runtime_cuda.so")
