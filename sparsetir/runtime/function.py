@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from .loader import load_module
-from .marshal import Marshalled, is_torch
+from .marshal import Marshalled, is_torch, kernel_argument
 from .signature import Signature
 
 MANIFEST_FORMAT = "sparsetir-function/1"
@@ -51,22 +51,40 @@ class CompiledFunction:
         self.signature.check(bound, sizes)
         self.invoke(bound, sizes)
 
-    def invoke(self, bound: dict, sizes: dict) -> None:
-        """Run without validation (callers that validated once, like Kernel)."""
-        if self.device == "cuda":
-            self.kernel()  # raises a clear RuntimeError where no GPU is present
+    def invoke(self, bound: dict, sizes: dict, prepared: dict | None = None) -> None:
+        """Run without validation (callers that validated once, like Kernel).
+
+        ``prepared`` holds arguments already converted with :meth:`prepare` (a Kernel's fixed
+        structure), which skip marshalling on every call.
+        """
+        kernel = self.kernel()  # for CUDA, a clear RuntimeError where no GPU is present
+        prepared = prepared or {}
+        self._check_devices(bound)
         call = Marshalled()
         for param in self.signature.params:
             name = param["name"]
-            if param["role"] == "size":
-                call.add_scalar(sizes[name])
-            elif name in self.signature.outputs:
-                call.add_output(bound[name])
+            if name in prepared:
+                call.args.append(prepared[name])
+            elif param["role"] == "size":
+                call.args.append(int(sizes[name]))
             else:
-                call.add_input(bound[name])
-        self._check_devices(bound)
-        self.kernel()(*call.args)
+                call.add(bound[name], output=name in self.signature.outputs)
+        kernel(*call.args)
         call.finish()
+
+    def prepare(self, bound: dict, sizes: dict) -> dict:
+        """Convert inputs that stay fixed across calls (and the sizes) once, for :meth:`invoke`."""
+        self._check_devices(bound)
+        prepared = {}
+        for param in self.signature.params:
+            name = param["name"]
+            if param["role"] == "size":
+                prepared[name] = int(sizes[name])
+            elif name in bound:
+                if name in self.signature.outputs:
+                    raise ValueError(f"{name} is an output; it cannot be fixed across calls")
+                prepared[name] = kernel_argument(bound[name])[0]
+        return prepared
 
     def kernel(self):
         """The loaded kernel entry point (loads the library on first use)."""

@@ -26,7 +26,7 @@ class Kernel:
         self.spec = spec
         self.sizes = dict(sizes)
         self._bound = dict(bound)  # structure arrays and default values, by parameter name
-        self._on_device: dict | None = None
+        self._prepared: dict | None = None  # the same, converted once for the kernel
         params = {p["name"]: p for p in function.signature.params}
         self._shape = {name: tuple(evaluate(e, self.sizes) for e in params[name]["shape"])
                        for name in [*spec["inputs"], spec["output"], spec["values"]]}
@@ -50,13 +50,14 @@ class Kernel:
             raise TypeError(f"{self.spec['op']} kernel takes {len(names)} operand(s) {names}, got {len(inputs)}")
         if self.device == "cuda":
             self.function.kernel()  # a clear RuntimeError where no GPU is present
-        arrays = dict(self._structure())
         for name, array in zip(names, inputs):
             _check_array_type(array, name)
             check_dense(array, name=name, shape=self._shape[name], dtype=self._dtype[name])
-        arrays.update(zip(names, inputs))
+        arrays = dict(zip(names, inputs))
+        prepared = self._structure()
         if values is not None:
-            arrays[self.spec["values"]] = self._coerce_values(values, like=inputs[0])
+            arrays[self.spec["values"]] = self._coerce_values(values)
+            prepared = {k: v for k, v in prepared.items() if k != self.spec["values"]}
         output = self.spec["output"]
         if out is None:
             out = _empty_like(inputs[0], self._shape[output], self._dtype[output])
@@ -64,19 +65,21 @@ class Kernel:
             _check_array_type(out, "out")
             check_dense(out, name="out", shape=self._shape[output], dtype=self._dtype[output])
         arrays[output] = out
-        self.function.invoke(arrays, self.sizes)
+        self.function.invoke(arrays, self.sizes, prepared)
         return out
 
     def _structure(self) -> dict:
-        if self.device != "cuda":
-            return self._bound
-        if self._on_device is None:
-            import torch
+        """The bound arrays converted for the kernel once (moved to the GPU for CUDA kernels)."""
+        if self._prepared is None:
+            bound = self._bound
+            if self.device == "cuda":
+                import torch
 
-            self._on_device = {k: torch.as_tensor(v).cuda() for k, v in self._bound.items()}
-        return self._on_device
+                bound = {k: torch.as_tensor(v).cuda() for k, v in bound.items()}
+            self._prepared = self.function.prepare(bound, self.sizes)
+        return self._prepared
 
-    def _coerce_values(self, values, like):
+    def _coerce_values(self, values):
         name = self.spec["values"]
         _check_array_type(values, "values")
         expected = self._shape[name]

@@ -41,9 +41,20 @@ def _runtime_symbols_loaded() -> bool:
     return hasattr(ctypes.CDLL(None), "TVMBackendParallelLaunch")
 
 
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def ensure_runtime(device: str) -> None:
-    """Make the TVM runtime (and its CUDA part for ``device == "cuda"``) available."""
+    """Make the TVM runtime (and its CUDA part for ``device == "cuda"``) available.
+
+    TVM sizes its thread pool by *physical* cores guessed from the topology, which on
+    some VMs is half the usable cores; unless ``TVM_NUM_THREADS`` is set, the pool gets
+    every core this process may run on (read when the pool starts, at the first kernel).
+    """
     import tvm_ffi  # noqa: F401  (libtvm_runtime needs libtvm_ffi loaded first)
+
+    os.environ.setdefault("TVM_NUM_THREADS", str(usable_cores()))
 
     if not _runtime_symbols_loaded():  # with the compiler imported, its runtime is already in place
         _load_global("libtvm_runtime.so")

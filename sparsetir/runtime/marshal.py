@@ -3,7 +3,8 @@
 Kernels declare a 16-byte buffer alignment, which numpy and torch allocations
 guarantee. An array that is non-contiguous or below that alignment is copied
 (and, for outputs, copied back after the call): passing it as is could crash
-vectorised code.
+vectorised code. The checks run in tvm_ffi's C code, because every Python
+attribute lookup on the call path costs microseconds when the caches are cold.
 """
 
 from __future__ import annotations
@@ -17,10 +18,6 @@ def is_torch(array) -> bool:
     return type(array).__module__.startswith("torch")
 
 
-def _aligned(address: int) -> bool:
-    return address % ALIGNMENT == 0
-
-
 def aligned_empty(shape, dtype) -> np.ndarray:
     """An uninitialised numpy array whose data pointer is ALIGNMENT-aligned."""
     dtype = np.dtype(dtype)
@@ -30,35 +27,47 @@ def aligned_empty(shape, dtype) -> np.ndarray:
     return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
-def safe_layout(array):
-    """``array`` itself when it is contiguous and aligned, else an aligned contiguous copy."""
+def aligned_copy(array):
+    """A contiguous, aligned copy of a numpy array or torch tensor."""
     if is_torch(array):
-        if array.is_contiguous() and _aligned(array.data_ptr()):
-            return array
         copy = array.contiguous() if not array.is_contiguous() else array.clone()
-        if not _aligned(copy.data_ptr()):
+        if copy.data_ptr() % ALIGNMENT:
             raise RuntimeError("torch returned a misaligned tensor copy")
         return copy
-    if array.size == 0:  # numpy gives empty arrays zero strides, which TVM rejects as non-compact
-        return aligned_empty(array.shape, array.dtype)
-    if array.flags.c_contiguous and _aligned(array.ctypes.data):
-        return array
     copy = aligned_empty(array.shape, array.dtype)
     copy[...] = array
     return copy
 
 
-def to_ffi(array):
-    """An argument for a compiled function (a tvm_ffi.Tensor for numpy; torch passes as is)."""
-    if is_torch(array):
-        return array
+def _import_numpy(array):
+    """A tvm_ffi tensor viewing ``array``; tvm_ffi raises ValueError or RuntimeError when it is
+    misaligned or non-contiguous."""
     import tvm_ffi
 
     try:
-        capsule = array.__dlpack__(max_version=(1, 0))  # versioned DLPack also carries read-only arrays
-    except TypeError:  # numpy < 2.1
-        capsule = array
-    return tvm_ffi.from_dlpack(capsule)
+        return tvm_ffi.from_dlpack(array, require_alignment=ALIGNMENT, require_contiguous=True)
+    except BufferError:  # read-only arrays only export over versioned DLPack
+        capsule = array.__dlpack__(max_version=(1, 0))
+        return tvm_ffi.from_dlpack(capsule, require_alignment=ALIGNMENT, require_contiguous=True)
+
+
+def kernel_argument(array, *, output: bool = False):
+    """``(argument, staging)``: what to pass to the kernel, and for an output that had to be
+    copied, the copy to write back into ``array`` after the call (else None)."""
+    if is_torch(array):
+        if array.is_contiguous() and array.data_ptr() % ALIGNMENT == 0:
+            return array, None
+        copy = aligned_copy(array)
+        return copy, (copy if output else None)
+    if output and not array.flags.writeable:
+        raise ValueError("the output array is read-only")
+    if array.size:
+        try:
+            return _import_numpy(array), None
+        except (ValueError, RuntimeError):
+            pass
+    copy = aligned_copy(array)  # also gives empty arrays the strides TVM expects
+    return _import_numpy(copy), (copy if output else None)
 
 
 class Marshalled:
@@ -68,19 +77,11 @@ class Marshalled:
         self.args: list = []
         self.copy_back: list[tuple] = []  # (user array, kernel array)
 
-    def add_input(self, array) -> None:
-        self.args.append(to_ffi(safe_layout(array)))
-
-    def add_output(self, array) -> None:
-        if not is_torch(array) and not array.flags.writeable:
-            raise ValueError("the output array is read-only")
-        kernel_array = safe_layout(array)
-        if kernel_array is not array:
-            self.copy_back.append((array, kernel_array))
-        self.args.append(to_ffi(kernel_array))
-
-    def add_scalar(self, value) -> None:
-        self.args.append(int(value))
+    def add(self, array, *, output: bool = False) -> None:
+        argument, staging = kernel_argument(array, output=output)
+        if staging is not None:
+            self.copy_back.append((array, staging))
+        self.args.append(argument)
 
     def finish(self) -> None:
         for user_array, kernel_array in self.copy_back:

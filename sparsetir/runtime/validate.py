@@ -7,6 +7,8 @@ instead of crashing or silently returning garbage.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 INDEX_DTYPES = (np.dtype("int32"), np.dtype("int64"))
@@ -69,14 +71,23 @@ def check_sorted_rows(indptr: np.ndarray, indices: np.ndarray, *, name: str) -> 
 
 
 def check_dense(array, *, name: str, shape: tuple, dtype) -> None:
-    """A dense operand with the expected shape and dtype (numpy or torch)."""
-    actual_shape = tuple(array.shape)
-    if len(actual_shape) != len(shape):
-        raise ValueError(f"{name} must be {len(shape)}-D with shape {shape}, got shape {actual_shape}")
-    if actual_shape != tuple(shape):
+    """A dense operand with the expected shape and dtype (numpy or torch).
+
+    This runs on every kernel call, so the common case costs few attribute lookups.
+    """
+    if array.shape != shape and tuple(array.shape) != tuple(shape):
+        actual_shape = tuple(array.shape)
+        if len(actual_shape) != len(shape):
+            raise ValueError(f"{name} must be {len(shape)}-D with shape {shape}, got shape {actual_shape}")
         raise ValueError(f"{name} has shape {actual_shape}, expected {tuple(shape)}")
-    if dtype_name(array) != np.dtype(dtype).name:
-        raise TypeError(f"{name} has dtype {dtype_name(array)}, expected {np.dtype(dtype).name}")
+    expected = _numpy_dtype(dtype)
+    if array.dtype != expected and dtype_name(array) != expected.name:
+        raise TypeError(f"{name} has dtype {dtype_name(array)}, expected {expected.name}")
+
+
+@lru_cache(maxsize=None)
+def _numpy_dtype(dtype) -> np.dtype:
+    return np.dtype(dtype)
 
 
 def dtype_name(array) -> str:
