@@ -165,7 +165,7 @@ class _Emitter:
         T.buffer_store(flat, value, indices)
 
     def _emit_search(self, search: Search, scope: dict):
-        """Binary search with state [lo, hi, result] in a block-local buffer; returns ``result``."""
+        """Binary search with state [lo, hi, middle/result] in a block-local buffer; returns ``result``."""
         idtype = self.func.idtype
         state = T.sblock_alloc_buffer((3,), idtype, scope="local")
         IRBuilder.name(f"{search.result.name}_state", state)
@@ -176,13 +176,13 @@ class _Emitter:
         T.buffer_store(state, lo, [0])
         T.buffer_store(state, hi, [1])
         with T.While(state[0] < state[1]):
-            middle = tirx.floordiv(state[0] + state[1], 2)
+            # branch-free halving (selects, not an if: no mispredicted branch per step);
+            # the midpoint is kept in state[2] so both updates see the same one
+            T.buffer_store(state, tirx.floordiv(state[0] + state[1], 2), [2])
+            middle = state[2]
             goes_right = array[middle] < key if search.mode == FIND else array[middle] <= key
-            with T.If(goes_right):
-                with T.Then():
-                    T.buffer_store(state, middle + 1, [0])
-                with T.Else():
-                    T.buffer_store(state, middle, [1])
+            T.buffer_store(state, tirx.Select(goes_right, middle + 1, state[0]), [0])
+            T.buffer_store(state, tirx.Select(goes_right, state[1], middle), [1])
         if search.mode == FIND:
             missing = tirx.const(-1, idtype)
             hit = tirx.if_then_else(array[state[0]] == key, state[0], missing)

@@ -4,6 +4,8 @@ Knobs:
     vector_width  lanes of the vectorised innermost spatial loop (default: a 64-byte vector,
                   the largest power of two dividing the extent); 1 disables vectorisation
     parallel      parallelise the outermost spatial loop of every nest (default True)
+    unroll        unroll the loop over vectors of the feature loop when it has at most this
+                  many iterations (default 16), so LLVM keeps the accumulators in registers
 """
 
 from __future__ import annotations
@@ -26,13 +28,16 @@ from .nest import (
 )
 
 VECTOR_BYTES = 64
-CPU_KNOBS = ("vector_width", "parallel")
+CPU_KNOBS = ("vector_width", "parallel", "unroll")
 
 
-def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parallel: bool = True) -> s_tir.Schedule:
+def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parallel: bool = True,
+                 unroll: int = 16) -> s_tir.Schedule:
     """Schedule every nest of a Stage III function for a multicore CPU."""
     if vector_width is not None and (not isinstance(vector_width, int) or vector_width < 1):
         raise ValueError(f"vector_width must be a positive int, got {vector_width!r}")
+    if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 0:
+        raise ValueError(f"unroll must be an int >= 0, got {unroll!r}")
     name = str(func.attrs["global_symbol"])
     sch = s_tir.Schedule(tvm.IRModule({name: func}))
     sch.work_on(name)
@@ -48,14 +53,14 @@ def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parall
         }
         if parallel and iter_kinds(sch, nest.top)[0] == SPATIAL:
             sch.parallel(sch.get_loops(nest.top)[0])
-        _vectorize_feature_loop(sch, nest, vector_width, parallel)
+        _vectorize_feature_loop(sch, nest, vector_width, parallel, unroll)
         for i, index in decompose_at.items():
             block = nest.blocks[i]
             sch.decompose_reduction(block, sch.get_loops(block)[index])
     return sch
 
 
-def _vectorize_feature_loop(sch, nest, vector_width, parallel) -> None:
+def _vectorize_feature_loop(sch, nest, vector_width, parallel, unroll) -> None:
     leaf = nest.leaf
     last = len(iter_kinds(sch, leaf)) - 1
     if iter_kinds(sch, leaf)[last] != SPATIAL or (parallel and leaf is nest.top and last == 0):
@@ -66,5 +71,7 @@ def _vectorize_feature_loop(sch, nest, vector_width, parallel) -> None:
     width = vector_width or largest_power_of_two_dividing(extent, VECTOR_BYTES // dtype_bytes(store_dtype(sch, leaf)))
     if width <= 1:
         return
-    _, inner = sch.split(sch.get_loops(leaf)[-1], [None, width])
+    outer, inner = sch.split(sch.get_loops(leaf)[-1], [None, width])
     sch.vectorize(inner)
+    if 1 < extent // width <= unroll:
+        sch.unroll(outer)
