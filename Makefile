@@ -14,6 +14,8 @@ endif
 
 .PHONY: test venv bench reproduce clean
 
+BENCH_FEATS ?= 32 64 128 256
+
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -23,6 +25,12 @@ $(STAMP): pyproject.toml constraints.txt
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# CSR SpMM against the best CPU library on the benchmark graphs (prints medians and ratios).
+bench: $(STAMP)
+	mkdir -p results
+	$(PY) -m sparsetir.bench.quick spmm --dataset all-benchmark $(foreach f,$(BENCH_FEATS),--feat $(f)) \
+		--exclude torch-dense --json results/quick-spmm.json
 
 reproduce:
 	@echo 'make reproduce arrives with the benchmark-harness issue (#4); nothing to run yet.' >&2; exit 2
