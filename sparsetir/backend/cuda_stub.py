@@ -14,9 +14,9 @@ import ctypes
 import hashlib
 import os
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
+
+from .shared_library import compile_shared_library
 
 STUB_SONAME = "libcuda.so.1"
 STUB_SOURCE = Path(__file__).with_name("cuda_stub.c")
@@ -52,18 +52,8 @@ def stub_dir() -> Path:
     lib = out_dir / STUB_SONAME
     if lib.is_file():
         return out_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".libcuda-", suffix=".so.tmp", dir=out_dir)
-    os.close(fd)
-    cmd = [_c_compiler(), "-shared", "-fPIC", "-O1", f"-Wl,-soname,{STUB_SONAME}", "-o", tmp, str(STUB_SOURCE)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"building the libcuda stub failed: {' '.join(cmd)}\n{proc.stderr}")
-        os.replace(tmp, lib)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    compiler = [_c_compiler(), "-shared", "-fPIC", "-O1", f"-Wl,-soname,{STUB_SONAME}"]
+    compile_shared_library(compiler, STUB_SOURCE, lib)
     return out_dir
 
 

@@ -10,7 +10,6 @@ Knobs:
 
 from __future__ import annotations
 
-import tvm
 from tvm import s_tir, tirx
 
 from .nest import (
@@ -23,6 +22,7 @@ from .nest import (
     iter_kinds,
     largest_power_of_two_dividing,
     nests,
+    new_schedule,
     store_dtype,
     writes_contiguously,
 )
@@ -38,9 +38,7 @@ def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parall
         raise ValueError(f"vector_width must be a positive int, got {vector_width!r}")
     if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 0:
         raise ValueError(f"unroll must be an int >= 0, got {unroll!r}")
-    name = str(func.attrs["global_symbol"])
-    sch = s_tir.Schedule(tvm.IRModule({name: func}))
-    sch.work_on(name)
+    sch = new_schedule(func)
     for nest in nests(sch):
         if is_fill(sch, nest):
             loops = sch.get_loops(nest.top)

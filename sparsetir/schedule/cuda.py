@@ -12,7 +12,6 @@ Knobs: rows_per_block (4), lanes (32), threads (128).
 
 from __future__ import annotations
 
-import tvm
 from tvm import s_tir, tirx
 
 from .nest import (
@@ -24,6 +23,7 @@ from .nest import (
     iter_kinds,
     largest_power_of_two_dividing,
     nests,
+    new_schedule,
     writes_contiguously,
 )
 
@@ -36,9 +36,7 @@ def schedule_cuda(func: tirx.PrimFunc, *, rows_per_block: int = 4, lanes: int = 
     for knob, value in (("rows_per_block", rows_per_block), ("lanes", lanes), ("threads", threads)):
         if not isinstance(value, int) or value < 1 or value > 1024:
             raise ValueError(f"{knob} must be an int in [1, 1024], got {value!r}")
-    name = str(func.attrs["global_symbol"])
-    sch = s_tir.Schedule(tvm.IRModule({name: func}))
-    sch.work_on(name)
+    sch = new_schedule(func)
     for nest in nests(sch):
         if is_fill(sch, nest):
             loops = sch.get_loops(nest.top)

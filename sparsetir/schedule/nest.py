@@ -29,6 +29,16 @@ class Nest:
         return self.blocks[-1]
 
 
+def new_schedule(func: tirx.PrimFunc) -> s_tir.Schedule:
+    """A schedule working on ``func`` (a Stage III PrimFunc with a global symbol)."""
+    import tvm
+
+    name = str(func.attrs["global_symbol"])
+    sch = s_tir.Schedule(tvm.IRModule({name: func}))
+    sch.work_on(name)
+    return sch
+
+
 def nests(sch: s_tir.Schedule) -> list[Nest]:
     """Top-level nests, in program order."""
     out = []

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from sparsetir.backend.cuda_stub import cache_root
+from sparsetir.backend.shared_library import compile_shared_library
 
 
 class EmulationError(RuntimeError):
@@ -307,19 +308,10 @@ def compile_emulator(cuda_source: str, kernel_name: str) -> tuple[Path, list[Ker
     lib = out_dir / f"{kernel_name[:60]}-{digest}.so"
     if lib.is_file():
         return lib, params
-    out_dir.mkdir(parents=True, exist_ok=True)
     src = out_dir / f"{kernel_name[:60]}-{digest}.cpp"
+    out_dir.mkdir(parents=True, exist_ok=True)
     src.write_text(code)
-    fd, tmp = tempfile.mkstemp(prefix=".emu-", suffix=".so.tmp", dir=out_dir)
-    os.close(fd)
-    try:
-        proc = subprocess.run([cxx, *_CXX_FLAGS, "-o", tmp, str(src)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise EmulationError(f"compiling the emulated kernel {kernel_name} failed ({src}):\n{proc.stderr[-4000:]}")
-        os.replace(tmp, lib)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    compile_shared_library([cxx, *_CXX_FLAGS], src, lib, error=EmulationError)
     return lib, params
 
 

@@ -17,7 +17,7 @@ Lowering then recovers ``i`` from the fused position with a search on ``J_indptr
 
 from __future__ import annotations
 
-from ..ir import Axis, FusedAxis, SparseFunction, fuse
+from ..ir import FusedAxis, SparseFunction, fuse
 from ..ir.axis import DENSE_FIXED
 from .select_iteration import replace_iteration, select_iteration
 

@@ -6,23 +6,14 @@ import pytest
 
 from sparsetir import ir as sp
 
+import stage1_examples
+
 
 @pytest.fixture
 def csr_spmm():
-    m, n, nnz = sp.size_vars("m n nnz")
-    I = sp.dense_fixed("I", m)
-    J = sp.sparse_variable("J", I, n, nnz)
-    J_ = sp.dense_fixed("J_", n)
-    K = sp.dense_fixed("K", 64)
-    A = sp.SparseBuffer("A", (I, J))
-    B = sp.SparseBuffer("B", (J_, K))
-    C = sp.SparseBuffer("C", (I, K))
-
-    @sp.sparse_iteration([I, J, K], "SRS")
-    def spmm(i, j, k):
-        C[i, k] += A[i, j] * B[j, k]
-
-    return sp.SparseFunction("spmm", [spmm], params=[A, B, C]), (I, J, K, J_), (A, B, C)
+    func, (I, J, K) = stage1_examples.csr_spmm()
+    A, B, C = func.buffers
+    return func, (I, J, K, B.axes[0]), (A, B, C)
 
 
 def test_stage1_prints_axes_buffers_and_body(csr_spmm):
