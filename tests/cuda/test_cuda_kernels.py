@@ -105,3 +105,28 @@ def test_emulated_cuda_masked_product_with_binary_search_equals_scipy():
                     "JM_indptr": M.indptr, "JM_indices": M.indices, "m": A.shape[0], "n": A.shape[1]})
     got = sp.csr_matrix((C, A.indices, A.indptr), shape=A.shape)
     np.testing.assert_allclose(got.toarray(), A.multiply(M).toarray(), **tolerance(np.float32))
+
+
+def test_emulated_cuda_spmv_written_with_the_public_ir_equals_scipy():
+    from sparsetir import ir
+
+    m, n, nnz = ir.size_vars("m n nnz")
+    I = ir.dense_fixed("I", m)
+    J = ir.sparse_variable("J", I, n, nnz)
+    J_ = ir.dense_fixed("J_", n)
+    A_ = ir.SparseBuffer("A", (I, J))
+    x = ir.SparseBuffer("x", (J_,))
+    y = ir.SparseBuffer("y", (I,))
+
+    @ir.sparse_iteration([I, J], "SR")
+    def matvec(i, j):
+        y[i] += A_[i, j] * x[j]
+
+    func = ir.SparseFunction("spmv", [matvec], params=[A_, x, y])
+    compiled = sparsetir.build(func, "cuda")
+    A = matrix_with_empty_rows()
+    xv = random_dense(A.shape[1], 1, np.float32).ravel()
+    yv = np.full(A.shape[0], np.nan, np.float32)
+    emulate_module(scheduled_module(func, "cuda"), compiled.source,
+                   {"A": A.data, "x": xv, "y": yv, "J_indptr": A.indptr, "J_indices": A.indices})
+    np.testing.assert_allclose(yv, A @ xv, **tolerance(np.float32))
