@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..runtime.validate import check_indices, check_indptr
+
 __all__ = ["canonical_csr", "csr_from_arrays", "csr_from_coordinates"]
 
 _INT32_MAX = np.iinfo(np.int32).max
@@ -61,21 +63,8 @@ def csr_from_arrays(indptr, indices, data, shape, *, pattern: bool = False) -> s
     rows, cols = _check_shape(shape)
     indptr = _as_index_array(indptr, "indptr")
     indices = _as_index_array(indices, "indices")
-    if indptr.size != rows + 1:
-        raise ValueError(f"indptr has {indptr.size} entries but a matrix with {rows} rows needs {rows + 1}")
-    if indptr[0] != 0:
-        raise ValueError(f"indptr must start at 0, got {indptr[0]}")
-    decreasing = np.flatnonzero(np.diff(indptr) < 0)
-    if decreasing.size:
-        r = int(decreasing[0])
-        raise ValueError(f"indptr is not monotone: indptr[{r}]={indptr[r]} > indptr[{r + 1}]={indptr[r + 1]}")
-    if indptr[-1] != indices.size:
-        raise ValueError(f"indptr ends at {indptr[-1]} but there are {indices.size} column indices")
-    if indices.size:
-        low, high = int(indices.min()), int(indices.max())
-        if low < 0 or high >= cols:
-            bad = low if low < 0 else high
-            raise ValueError(f"column index {bad} is out of range for {cols} columns")
+    check_indptr(indptr, name="indptr", rows=rows, nnz=indices.size)
+    check_indices(indices, name="indices", length=cols)
     if data is None:
         pattern = True
         data = np.ones(indices.size, dtype=np.float32)
