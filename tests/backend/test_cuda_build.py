@@ -1,6 +1,7 @@
 """CUDA build tooling: the driver stub, the nvcc-backed build in a child process, and its fatbin.
 
-The kernel is the CSR SpMM of shared/TVM.md section 2, scheduled for CUDA (a warp per row).
+The kernel is the project's CSR SpMM, ``spmm_function(CSR(), 64)`` scheduled by the CUDA template
+(a warp per row; built in ``tests/helpers/cuda_kernels.py``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from pathlib import Path
 
 import pytest
 import tvm
-from tvm import s_tir
-from tvm.script import tirx as T
+from cuda_kernels import SPMM_FUNC, SPMM_KERNEL, spmm_module, unscheduled_spmm_module
 
 from sparsetir.backend import cuda_stub
 from sparsetir.backend.cuda import build_cuda, cuda_source, nvcc_available
@@ -22,59 +22,12 @@ from sparsetir.backend.fatbin import fatbin_entries
 
 NVCC_OK, NVCC_REASON = nvcc_available()
 needs_nvcc = pytest.mark.skipif(not NVCC_OK, reason=f"needs nvcc: {NVCC_REASON}")
-FEAT = 64
 TVM_LIB = Path(tvm.__file__).parent / "lib"
-
-
-@T.prim_func(s_tir=True)
-def csr_spmm(a: T.handle, b: T.handle, c: T.handle, indptr: T.handle, indices: T.handle):
-    T.func_attr({"global_symbol": "csr_spmm", "tirx.noalias": True})
-    m = T.int32()
-    n = T.int32()
-    nnz = T.int32()
-    A = T.match_buffer(a, (nnz,), "float32")
-    B = T.match_buffer(b, (n, FEAT), "float32")
-    C = T.match_buffer(c, (m, FEAT), "float32")
-    IP = T.match_buffer(indptr, (m + 1,), "int32")
-    IX = T.match_buffer(indices, (nnz,), "int32")
-    for i in range(m):
-        with T.sblock("row"):
-            vi = T.axis.spatial(m, i)
-            T.reads(IP[vi : vi + 2], A[0:nnz], IX[0:nnz], B[0:n, 0:FEAT])
-            T.writes(C[vi, 0:FEAT])
-            for j, k in T.grid(IP[vi + 1] - IP[vi], FEAT):
-                with T.sblock("update"):
-                    vj = T.axis.reduce(IP[vi + 1] - IP[vi], j)
-                    vk = T.axis.spatial(FEAT, k)
-                    with T.init():
-                        C[vi, vk] = T.float32(0)
-                    C[vi, vk] = C[vi, vk] + A[IP[vi] + vj] * B[IX[IP[vi] + vj], vk]
-
-
-def schedule_for_cuda() -> tvm.IRModule:
-    """A warp per row (4 rows per block); each lane owns 2 contiguous features."""
-    sch = s_tir.Schedule(tvm.IRModule({"csr_spmm": csr_spmm}))
-    sch.work_on("csr_spmm")
-    (i,) = sch.get_loops(sch.get_sblock("row"))
-    update = sch.get_sblock("update")
-    j, k = sch.get_loops(update)
-    io, ii = sch.split(i, [None, 4])
-    sch.bind(io, "blockIdx.x")
-    sch.bind(ii, "threadIdx.y")
-    lane, vec = sch.split(k, [32, None])
-    sch.reorder(lane, j, vec)
-    sch.bind(lane, "threadIdx.x")
-    sch.vectorize(vec)
-    local = sch.cache_write(update, 0, "local")
-    sch.reverse_compute_at(local, lane)
-    sch.vectorize(sch.get_loops(local)[-1])
-    sch.decompose_reduction(update, j)
-    return sch.mod
 
 
 @pytest.fixture(scope="module")
 def spmm_build(tmp_path_factory):
-    return build_cuda(schedule_for_cuda(), tmp_path_factory.mktemp("cuda"), name="csr_spmm")
+    return build_cuda(spmm_module(), tmp_path_factory.mktemp("cuda"), name=SPMM_FUNC)
 
 
 def test_stub_defines_exactly_the_driver_symbols_tvm_cuda_runtime_imports():
@@ -129,9 +82,9 @@ def test_build_embeds_sass_for_sm90_and_sm80_plus_ptx(spmm_build):
 def test_build_writes_the_cuda_source_next_to_the_library(spmm_build):
     assert spmm_build.so_path.suffix == ".so" and spmm_build.so_path.is_file()
     assert spmm_build.source_path == spmm_build.so_path.with_suffix(".cu")
-    assert 'extern "C" __global__' in spmm_build.source and "csr_spmm_kernel" in spmm_build.source
+    assert 'extern "C" __global__' in spmm_build.source and SPMM_KERNEL in spmm_build.source
     # the in-process, nvcc-free generator yields the same kernel
-    assert cuda_source(schedule_for_cuda()) == spmm_build.source
+    assert cuda_source(spmm_module()) == spmm_build.source
 
 
 @needs_nvcc
@@ -142,16 +95,18 @@ def test_library_loads_in_a_fresh_process_and_exposes_the_kernel(spmm_build):
         "cuda_stub.preload_stub()\n"
         "import tvm\n"
         "mod = tvm.runtime.load_module(sys.argv[1])\n"
-        "assert mod.implements_function('csr_spmm'), 'csr_spmm missing'\n"
+        "assert mod.implements_function(sys.argv[2]), sys.argv[2] + ' missing'\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(spmm_build.so_path)], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(spmm_build.so_path), SPMM_FUNC], capture_output=True, text=True
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
 @needs_nvcc
 def test_an_arch_nvcc_cannot_target_is_dropped_and_named(tmp_path):
-    result = build_cuda(schedule_for_cuda(), tmp_path, archs=("sm_90", "sm_52"), name="k")
+    result = build_cuda(spmm_module(), tmp_path, archs=("sm_90", "sm_52"), name="k")
     assert result.archs == ["sm_90"]
     assert any("sm_52" in note for note in result.notes)
     assert {(e.kind, e.arch) for e in result.fatbin_entries} == {("ELF", "sm_90"), ("PTX", "sm_90")}
@@ -160,7 +115,7 @@ def test_an_arch_nvcc_cannot_target_is_dropped_and_named(tmp_path):
 @needs_nvcc
 def test_a_module_without_thread_bindings_fails_with_the_workers_reason(tmp_path):
     with pytest.raises(RuntimeError, match="no CUDA device code"):
-        build_cuda(tvm.IRModule({"csr_spmm": csr_spmm}), tmp_path, name="unbound")
+        build_cuda(unscheduled_spmm_module(), tmp_path, name="unbound")
 
 
 def test_missing_nvcc_is_a_clear_error(tmp_path, monkeypatch):
@@ -169,12 +124,12 @@ def test_missing_nvcc_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(cuda, "find_nvcc", lambda: None)
     assert cuda.nvcc_available()[0] is False
     with pytest.raises(RuntimeError, match="nvcc not found"):
-        cuda.build_cuda(schedule_for_cuda(), tmp_path)
+        cuda.build_cuda(spmm_module(), tmp_path)
 
 
 def test_bad_archs_are_rejected_before_building(tmp_path):
     with pytest.raises(ValueError, match="archs"):
-        build_cuda(schedule_for_cuda(), tmp_path, archs=("compute_90",))
+        build_cuda(spmm_module(), tmp_path, archs=("compute_90",))
 
 
 def test_when_a_secondary_arch_fails_the_primary_is_built_alone_and_the_reason_kept():
