@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sparse_cases import random_dense, real_graph, tolerance
+import stage1_examples
 from stage1_examples import masked_product
 
 import sparsetir
@@ -108,21 +109,7 @@ def test_emulated_cuda_masked_product_with_binary_search_equals_scipy():
 
 
 def test_emulated_cuda_spmv_written_with_the_public_ir_equals_scipy():
-    from sparsetir import ir
-
-    m, n, nnz = ir.size_vars("m n nnz")
-    I = ir.dense_fixed("I", m)
-    J = ir.sparse_variable("J", I, n, nnz)
-    J_ = ir.dense_fixed("J_", n)
-    A_ = ir.SparseBuffer("A", (I, J))
-    x = ir.SparseBuffer("x", (J_,))
-    y = ir.SparseBuffer("y", (I,))
-
-    @ir.sparse_iteration([I, J], "SR")
-    def matvec(i, j):
-        y[i] += A_[i, j] * x[j]
-
-    func = ir.SparseFunction("spmv", [matvec], params=[A_, x, y])
+    func = stage1_examples.spmv()
     compiled = sparsetir.build(func, "cuda")
     A = matrix_with_empty_rows()
     xv = random_dense(A.shape[1], 1, np.float32).ravel()

@@ -1,4 +1,4 @@
-"""Small Stage I functions written with the public IR API, shared by the lowering tests."""
+"""Small Stage I functions written with the public IR API alone, shared by the tests."""
 
 from __future__ import annotations
 
@@ -22,15 +22,32 @@ def csr_spmm(feat: int = 64):
     return sp.SparseFunction("spmm", [spmm], params=[A, B, C]), (I, J, K)
 
 
-def masked_product(reads: int = 1):
+def spmv(dtype: str = "float32"):
+    """y = A x with A in CSR."""
+    m, n, nnz = sp.size_vars("m n nnz")
+    I = sp.dense_fixed("I", m)
+    J = sp.sparse_variable("J", I, n, nnz)
+    J_ = sp.dense_fixed("J_", n)
+    A = sp.SparseBuffer("A", (I, J), dtype)
+    x = sp.SparseBuffer("x", (J_,), dtype)
+    y = sp.SparseBuffer("y", (I,), dtype)
+
+    @sp.sparse_iteration([I, J], "SR")
+    def matvec(i, j):
+        y[i] += A[i, j] * x[j]
+
+    return sp.SparseFunction("spmv", [matvec], params=[A, x, y])
+
+
+def masked_product(reads: int = 1, dtype: str = "float32"):
     """C = A o M over A's pattern, where M has its own pattern (read ``reads`` times)."""
     m, n, nnz_a, nnz_m = sp.size_vars("m n nnz_a nnz_m")
     I = sp.dense_fixed("I", m)
     JA = sp.sparse_variable("JA", I, n, nnz_a)
     JM = sp.sparse_variable("JM", I, n, nnz_m)
-    A = sp.SparseBuffer("A", (I, JA))
-    M = sp.SparseBuffer("M", (I, JM))
-    C = sp.SparseBuffer("C", (I, JA))
+    A = sp.SparseBuffer("A", (I, JA), dtype)
+    M = sp.SparseBuffer("M", (I, JM), dtype)
+    C = sp.SparseBuffer("C", (I, JA), dtype)
 
     @sp.sparse_iteration([I, JA], "SS")
     def product(i, j):

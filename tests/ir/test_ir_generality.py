@@ -1,10 +1,15 @@
-"""The IR is general: operators written with the public Stage I API alone equal scipy."""
+"""The IR is general: operators written with the public Stage I API alone equal scipy.
+
+SpMV and the masked product live in tests/helpers/stage1_examples.py (public API only), shared
+with the lowering and CUDA tests; the scatter reduction is written here.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
+import stage1_examples
 from sparse_cases import csr_matrices, real_graph, tolerance
 
 import sparsetir
@@ -12,35 +17,11 @@ from sparsetir import ir
 
 
 def spmv():
-    m, n, nnz = ir.size_vars("m n nnz")
-    I = ir.dense_fixed("I", m)
-    J = ir.sparse_variable("J", I, n, nnz)
-    J_ = ir.dense_fixed("J_", n)
-    A = ir.SparseBuffer("A", (I, J), "float64")
-    x = ir.SparseBuffer("x", (J_,), "float64")
-    y = ir.SparseBuffer("y", (I,), "float64")
-
-    @ir.sparse_iteration([I, J], "SR")
-    def matvec(i, j):
-        y[i] += A[i, j] * x[j]
-
-    return sparsetir.build(ir.SparseFunction("spmv", [matvec], params=[A, x, y]))
+    return sparsetir.build(stage1_examples.spmv("float64"))
 
 
 def masked_product():
-    m, n, nnz_a, nnz_m = ir.size_vars("m n nnz_a nnz_m")
-    I = ir.dense_fixed("I", m)
-    JA = ir.sparse_variable("JA", I, n, nnz_a)
-    JM = ir.sparse_variable("JM", I, n, nnz_m)
-    A = ir.SparseBuffer("A", (I, JA), "float64")
-    M = ir.SparseBuffer("M", (I, JM), "float64")
-    C = ir.SparseBuffer("C", (I, JA), "float64")
-
-    @ir.sparse_iteration([I, JA], "SS")
-    def product(i, j):
-        C[i, j] = A[i, j] * M[i, j]
-
-    return sparsetir.build(ir.SparseFunction("product", [product], params=[A, M, C]))
+    return sparsetir.build(stage1_examples.masked_product(dtype="float64"))
 
 
 def column_sums():
