@@ -47,7 +47,7 @@ CASES = {
     "kernel values of the wrong length": ("compile_spmm(A, 8)(B, values=np.ones(3, np.float32))",
                                           "ValueError", "one per non-zero"),
     "unknown format": ("spmm(A, B, format='coo')", "ValueError", "unknown format"),
-    "unknown knob": ("spmm(A, B, unroll=4)", "TypeError", "unknown cpu schedule knob"),
+    "unknown knob": ("spmm(A, B, tile_rows=4)", "TypeError", "unknown cpu schedule knob"),
     "bad target": ("spmm(A, B, target='opencl')", "ValueError", "target must be"),
     "sddmm operand rows": ("sddmm(A, np.ones((29, 4), np.float32), np.ones((20, 4), np.float32))",
                            "ValueError", "X needs 30 rows"),
