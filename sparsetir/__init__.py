@@ -20,7 +20,7 @@ def __getattr__(name):
     if name in _LAZY:
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
-    if name in {"ir", "lower", "transform", "schedule", "ops", "formats", "runtime", "data", "bench", "tune"}:
+    if name in {"ir", "lower", "transform", "schedule", "ops", "formats", "runtime", "data", "bench", "backend"}:
         return importlib.import_module(f"sparsetir.{name}")
     raise AttributeError(f"module 'sparsetir' has no attribute {name!r}")
 

@@ -6,8 +6,9 @@ CPU with its conda triple, so ``"llvm"`` names the host CPU explicitly.
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
+
+from ..runtime.loader import usable_cores
 
 DEFAULT_CUDA_ARCH = "sm_90"
 
@@ -19,15 +20,11 @@ def host_cpu() -> str:
     return str(codegen.llvm_get_system_cpu())
 
 
-def host_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def normalize_target(target) -> dict:
     """A TVM target dict for ``target``; kinds other than llvm and cuda are refused."""
     if isinstance(target, str):
         if target == "llvm":
-            return {"kind": "llvm", "mcpu": host_cpu(), "num-cores": host_cores()}
+            return {"kind": "llvm", "mcpu": host_cpu(), "num-cores": usable_cores()}
         if target == "cuda":
             return {"kind": "cuda", "arch": DEFAULT_CUDA_ARCH}
         raise ValueError(f"target must be 'llvm', 'cuda' or a TVM target dict, got {target!r}")
