@@ -14,7 +14,7 @@ def scheduled_module(func, target="llvm", **knobs):
 
     if not isinstance(func, SparseFunction):
         raise TypeError(f"expected a sparsetir.ir.SparseFunction, got {type(func).__name__}")
-    return schedule(lower(func), device_of(normalize_target(target)), **knobs).mod
+    return schedule(lower(func), device_of(normalize_target(target)), **knobs)
 
 
 def build(func, target="llvm", **knobs):

@@ -84,6 +84,7 @@ class Axis:
     nnz_cols: tirx.Expr | None = None  # sparse_fixed: positions under each parent position
     indptr: tirx.Var | None = field(default=None, repr=False)  # a tirx buffer
     indices: tirx.Var | None = field(default=None, repr=False)  # a tirx buffer
+    distinct: bool = False  # sparse axes: no coordinate repeats within one parent position
 
     @property
     def is_sparse(self) -> bool:
@@ -103,7 +104,7 @@ class Axis:
     def chain_size(self) -> tirx.Expr:
         """Number of positions of this axis summed over its whole chain."""
         if self.parent is None:
-            return self.length
+            return self.nnz_cols if self.kind == SPARSE_FIXED else self.length
         if self.is_variable:
             return self.nnz
         return self.parent.chain_size() * self.nnz_cols
@@ -148,26 +149,35 @@ def dense_variable(name: str, parent: Axis, length, nnz, idtype: str | None = No
     return axis
 
 
-def sparse_fixed(name: str, parent: Axis, length, nnz_cols, idtype: str | None = None) -> Axis:
+def sparse_fixed(name: str, parent: Axis | None, length, nnz_cols, idtype: str | None = None, *,
+                 distinct: bool = False) -> Axis:
     """A sparse axis with ``nnz_cols`` stored coordinates under every parent position (ELL).
 
-    Metadata: ``<name>_indices``, sorted within each parent position.
+    Metadata: ``<name>_indices``. With ``parent=None`` it is a root axis listing ``nnz_cols``
+    coordinates, for example the rows one bucket of a hybrid format holds. ``distinct``
+    promises that no coordinate repeats under one parent position (the kernels rely on it
+    when they write outputs in parallel). Binary searches need indices sorted per parent.
     """
-    idtype = _child_dtype(parent, idtype)
+    if parent is None:
+        idtype = idtype or "int32"
+        _check_index_dtype(idtype)
+    else:
+        idtype = _child_dtype(parent, idtype)
     axis = Axis(name, SPARSE_FIXED, _as_size(length, idtype, f"{name}.length"), idtype, parent,
-                nnz_cols=_as_size(nnz_cols, idtype, f"{name}.nnz_cols"))
+                nnz_cols=_as_size(nnz_cols, idtype, f"{name}.nnz_cols"), distinct=distinct)
     axis.indices = _metadata_buffer((axis.chain_size(),), idtype, f"{name}_indices")
     return axis
 
 
-def sparse_variable(name: str, parent: Axis, length, nnz, idtype: str | None = None) -> Axis:
+def sparse_variable(name: str, parent: Axis, length, nnz, idtype: str | None = None, *,
+                    distinct: bool = False) -> Axis:
     """A sparse axis with a varying number of stored coordinates per parent position (CSR).
 
     Metadata: ``<name>_indptr`` (parent positions + 1) and ``<name>_indices`` (nnz).
     """
     idtype = _child_dtype(parent, idtype)
     axis = Axis(name, SPARSE_VARIABLE, _as_size(length, idtype, f"{name}.length"), idtype, parent,
-                nnz=_as_size(nnz, idtype, f"{name}.nnz"))
+                nnz=_as_size(nnz, idtype, f"{name}.nnz"), distinct=distinct)
     axis.indptr = _metadata_buffer((parent.chain_size() + 1,), idtype, f"{name}_indptr")
     axis.indices = _metadata_buffer((axis.nnz,), idtype, f"{name}_indices")
     return axis

@@ -52,11 +52,6 @@ class SparseBuffer:
         # Stage II view: indexed by positions along each axis.
         self.position_view = tirx.decl_buffer([_position_extent(axis) for axis in axes], dtype, name)
 
-    @property
-    def is_dense(self) -> bool:
-        """True when every axis is a parentless dense axis (an ordinary tensor)."""
-        return all(axis.parent is None for axis in self.axes)
-
     def chains(self) -> list[list[Axis]]:
         """Group the axes into chains (root plus descendants); each chain is one flat dimension."""
         chains: list[list[Axis]] = []
@@ -87,7 +82,7 @@ class SparseBuffer:
 
 def _position_extent(axis: Axis):
     if axis.parent is None:
-        return axis.length
+        return axis.chain_size()
     if axis.is_variable:
         return axis.nnz
     return axis.nnz_cols

@@ -8,7 +8,9 @@ Write the body as an ordinary Python function over coordinate iterators::
 
 ``+=`` makes an accumulating store (a reduction over the "R" axes); the output
 is first set to ``init`` (0 by default; ``init=None`` accumulates into what the
-output already holds). Plain ``=`` stores need no "R" axis.
+output already holds). Plain ``=`` stores need no "R" axis. ``atomic=True`` makes "+="
+stores atomic on CUDA, for iterations whose parallel instances may update the same element
+(sub-formats fused into one launch, split rows).
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ class SparseStore:
 class SparseIteration:
     """One sparse iteration. ``groups`` are Axis or FusedAxis loops, outermost first."""
 
-    def __init__(self, name: str, groups, kinds: str, iter_vars, stores, init, buffers):
+    def __init__(self, name: str, groups, kinds: str, iter_vars, stores, init, buffers, atomic: bool = False):
         self.name = name
+        self.atomic = atomic
         self.groups = tuple(groups)
         self.kinds = kinds
         self.iter_vars = tuple(iter_vars)
@@ -69,7 +72,8 @@ class SparseIteration:
         new_axes = [a for g in groups for a in (g.axes if isinstance(g, FusedAxis) else (g,))]
         kinds = kinds if kinds is not None else "".join(self.kind_of(a) for a in new_axes)
         iter_vars = [self.var_of(a) for a in new_axes]
-        return SparseIteration(name or self.name, groups, kinds, iter_vars, self.stores, self.init, self.buffers)
+        return SparseIteration(name or self.name, groups, kinds, iter_vars, self.stores, self.init, self.buffers,
+                               self.atomic)
 
     def _validate(self) -> None:
         axes = self.axes
@@ -149,11 +153,11 @@ def _is_load_of(expr, buffer: SparseBuffer, indices) -> bool:
     )
 
 
-def sparse_iteration(axes, kinds: str, *, name: str | None = None, init=0):
+def sparse_iteration(axes, kinds: str, *, name: str | None = None, init=0, atomic: bool = False):
     """Decorator: trace a body function into a :class:`SparseIteration`.
 
     The function receives one coordinate iterator per axis (fused axes expanded), named
-    after its parameters. ``init`` is the value outputs start from before "+=" (``None``:
+    after its parameters (or after the axes, for ``def body(*iters)``). ``init`` is the value outputs start from before "+=" (``None``:
     keep the output's current contents).
     """
     groups = list(axes)
@@ -163,15 +167,20 @@ def sparse_iteration(axes, kinds: str, *, name: str | None = None, init=0):
     flat = [a for g in groups for a in (g.axes if isinstance(g, FusedAxis) else (g,))]
 
     def decorate(body) -> SparseIteration:
-        params = list(inspect.signature(body).parameters)
-        if len(params) != len(flat):
-            raise TypeError(f"{body.__name__} takes {len(params)} iterators but iterates {len(flat)} axes")
-        iter_vars = [tirx.Var(param, axis.idtype) for param, axis in zip(params, flat)]
+        params = list(inspect.signature(body).parameters.values())
+        if len(params) == 1 and params[0].kind is inspect.Parameter.VAR_POSITIONAL:
+            names = [axis.name.lower() for axis in flat]  # def body(*iters): ... for any number of axes
+        else:
+            names = [param.name for param in params]
+        if len(names) != len(flat):
+            raise TypeError(f"{body.__name__} takes {len(names)} iterators but iterates {len(flat)} axes")
+        iter_vars = [tirx.Var(name, axis.idtype) for name, axis in zip(names, flat)]
         recorder = _StoreRecorder(name or body.__name__)
         with recording(recorder):
             returned = body(*iter_vars)
         if returned is not None:
             raise TypeError(f"{body.__name__} must store into buffers, not return a value")
-        return SparseIteration(recorder.name, groups, kinds, iter_vars, recorder.stores, init, recorder.buffers)
+        return SparseIteration(recorder.name, groups, kinds, iter_vars, recorder.stores, init, recorder.buffers,
+                               atomic)
 
     return decorate

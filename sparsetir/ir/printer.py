@@ -8,12 +8,14 @@ from .axis import DENSE_FIXED, SPARSE_FIXED, Axis, FusedAxis
 def format_axis(axis: Axis) -> str:
     if axis.kind == DENSE_FIXED:
         return f"{axis.name} = dense_fixed({axis.length})"
-    parts = [axis.parent.name, f"length={axis.length}"]
+    parts = [axis.parent.name if axis.parent is not None else "None", f"length={axis.length}"]
     if axis.kind == SPARSE_FIXED:
         parts.append(f"nnz_cols={axis.nnz_cols}")
     else:
         parts.append(f"nnz={axis.nnz}")
     meta = ", ".join(f"{m.name}[{', '.join(map(str, m.shape))}]" for m in axis.metadata())
+    if axis.distinct:
+        meta += ", distinct"
     return f"{axis.name} = {axis.kind}({', '.join(parts)})  # {meta}"
 
 

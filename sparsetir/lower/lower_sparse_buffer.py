@@ -28,11 +28,14 @@ from tvm.script.ir_builder import tirx as T
 
 from .offsets import buffer_offsets
 from .regions import widen_local_dependent_regions
-from .stage2 import FIND, Block, Fill, Search, Stage2Function, Store
+from .stage2 import FIND, Block, Fill, FusedGroup, Search, Stage2Function, Store
 
 # numpy (and torch) allocations are at least this aligned; kernels must not assume more.
 BUFFER_ALIGNMENT = 16
 SIGNATURE_ATTR = "sparsetir.signature"
+# Block annotation: distinct iterations of the nest's outer loop write disjoint outputs, so the
+# loop may run in parallel even where TVM cannot prove it (accumulation without an init).
+PARALLEL_SAFE_ATTR = "sparsetir.parallel_safe"
 
 
 def flat_shape(buffer) -> list:
@@ -121,6 +124,8 @@ class _Emitter:
             self._emit_block(node, scope)
         elif isinstance(node, Store):
             self._emit_store(node, scope)
+        elif isinstance(node, FusedGroup):
+            self._emit_fused(node)
         else:
             raise TypeError(f"unexpected Stage II node {type(node).__name__}")
 
@@ -136,33 +141,70 @@ class _Emitter:
     def _emit_block(self, block: Block, scope: dict) -> None:
         scope = dict(scope)
         extents = [self._rewrite(loop.extent, scope) for loop in block.loops]
+        if not block.loops:  # a member of a fused group whose only loop became the group's
+            self._emit_block_body(block, scope)
+            return
         with T.grid(*extents) as loop_vars:
             loop_vars = [loop_vars] if isinstance(loop_vars, tirx.Var) else list(loop_vars)
             for loop, loop_var in zip(block.loops, loop_vars):
                 IRBuilder.name(loop.var.name, loop_var)
             with T.sblock(block.name):
+                if block.parallel_safe:
+                    T.sblock_attr({PARALLEL_SAFE_ATTR: 1})
                 for loop, loop_var, extent in zip(block.loops, loop_vars, extents):
                     make = T.axis.spatial if loop.kind == "S" else T.axis.reduce
                     block_var = make(extent, loop_var, dtype=self.func.idtype)
                     IRBuilder.name(f"v{loop.var.name}", block_var)
                     scope[loop.var] = block_var
-                for search in block.searches:
-                    scope[search.result] = self._emit_search(search, scope)
-                if block.init:
-                    with T.init():
-                        for store in block.init:
-                            self._emit_store(store, scope)
-                for child in block.body:
-                    self._emit_node(child, scope)
+                self._emit_block_body(block, scope)
+
+    def _emit_block_body(self, block: Block, scope: dict) -> None:
+        for search in block.searches:
+            scope[search.result] = self._emit_search(search, scope)
+        if block.init:
+            with T.init():
+                for store in block.init:
+                    self._emit_store(store, scope)
+        for child in block.body:
+            self._emit_node(child, scope)
+
+    def _emit_fused(self, group: FusedGroup) -> None:
+        """One loop over the members' concatenated outer loops; one guard per member."""
+        extent = self._rewrite(group.extent, {})
+        with T.serial(0, extent) as loop_var:
+            IRBuilder.name(group.var.name, loop_var)
+            with T.sblock(group.name):
+                if group.parallel_safe:
+                    T.sblock_attr({PARALLEL_SAFE_ATTR: 1})
+                fused = T.axis.spatial(extent, loop_var, dtype=self.func.idtype)
+                IRBuilder.name(f"v{group.var.name}", fused)
+                for outer, offset, size, member in zip(group.outer_vars, group.offsets, group.extents, group.members):
+                    offset, size = self._rewrite(offset, {}), self._rewrite(size, {})
+                    with T.If(tirx.all(offset <= fused, fused < offset + size)):
+                        with T.Then():
+                            self._emit_block(member, {outer: fused - offset})
 
     def _emit_store(self, store: Store, scope: dict) -> None:
         self._mark_output(store.buffer)
         flat = self.flat[store.buffer]
         indices = self._flat_indices(store.buffer, store.positions, scope)
         value = self._rewrite(store.value, scope)
-        if store.accumulate:
-            value = tirx.BufferLoad(flat, indices) + value
-        T.buffer_store(flat, value, indices)
+        predicate = [self._rewrite(p, scope) for p in store.predicate]
+        if predicate:
+            with T.If(tirx.all(*predicate)):
+                with T.Then():
+                    self._emit_update(flat, indices, value, store)
+        else:
+            self._emit_update(flat, indices, value, store)
+
+    @staticmethod
+    def _emit_update(flat, indices, value, store: Store) -> None:
+        if store.atomic:
+            T.evaluate(T.cuda.atomic_add(tirx.address_of(tirx.BufferLoad(flat, indices)), value))
+        elif store.accumulate:
+            T.buffer_store(flat, tirx.BufferLoad(flat, indices) + value, indices)
+        else:
+            T.buffer_store(flat, value, indices)
 
     def _emit_search(self, search: Search, scope: dict):
         """Binary search with state [lo, hi, middle/result] in a block-local buffer; returns ``result``."""

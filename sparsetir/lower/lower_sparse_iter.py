@@ -33,8 +33,11 @@ After (Stage II)::
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import tvm
 import tvm_ffi
-from tvm import tirx
+from tvm import sym, tirx
 from tvm.ir.expr import TensorLoad
 
 from ..ir.axis import DENSE_FIXED, Axis, FusedAxis
@@ -160,10 +163,10 @@ class _IterationLowering:
 
         def on_load(load, _mutator):
             buffer = self._buffer_of(load)
-            positions, guards, _ = self._positions(buffer, list(load.indices), allow_search=True)
-            value = tirx.BufferLoad(buffer.position_view, positions)
-            if guards:
-                value = tirx.if_then_else(tirx.all(*guards), value, offsets.zero(buffer.dtype))
+            access = self._access(buffer, list(load.indices), allow_search=True)
+            value = tirx.BufferLoad(buffer.position_view, access.positions)
+            if access.guards:
+                value = tirx.if_then_else(tirx.all(*access.guards), value, offsets.zero(buffer.dtype))
             return value
 
         return tvm_ffi.structural_mutate(expr, [(TensorLoad, on_load), (tirx.Var, on_var)])
@@ -174,21 +177,24 @@ class _IterationLowering:
                 return buffer
         raise ValueError(f"iteration {self.it.name}: {load.source.name} is not a SparseBuffer of this iteration")
 
-    def _positions(self, buffer, indices, *, allow_search: bool):
-        """Positions of a buffer access, its guards, and which dimensions the iteration indexes directly."""
-        positions, guards, direct_dims = [], [], []
+    def _access(self, buffer, indices, *, allow_search: bool) -> _Access:
+        """Positions of a buffer access, with the conditions under which it is valid."""
+        access = _Access()
         parent_offset = None
         parent_direct = True
         for axis, index in zip(buffer.axes, indices):
             owner = self._iterated_axis(index)
             direct = owner is axis and (axis.parent is None or parent_direct)
-            direct_dims.append(direct)
+            access.direct.append(direct)
             if direct:
                 position = self.position[axis]
+                access.determined |= {self._loop_of(axis)}
             else:
                 coordinate = self._rewrite(index)
                 if not axis.is_sparse:
                     position = coordinate
+                    access.guards += self._bounds_guards(index, coordinate, axis)
+                    access.determined |= self._injective_loops(index)
                 elif not allow_search:
                     raise ValueError(
                         f"iteration {self.it.name}: {buffer.name} is written through axis {axis.name} at a "
@@ -197,12 +203,43 @@ class _IterationLowering:
                 else:
                     lo, hi = offsets.row_range(axis, parent_offset)
                     found = self._search(FIND, axis.indices, lo, hi, coordinate)
-                    guards.append(found >= 0)
+                    access.guards.append(found >= 0)
                     position = found - lo
-            positions.append(position)
+            access.positions.append(position)
             parent_offset = self.offset[axis] if direct else offsets.chain_offset(axis, parent_offset, position)
             parent_direct = direct
-        return positions, guards, direct_dims
+        return access
+
+    def _bounds_guards(self, index, coordinate, axis) -> list:
+        """Conditions keeping a computed coordinate inside a dense axis, unless provable.
+
+        Coordinates of iterated axes lie in [0, length) (inputs are validated), which is
+        what the proof may use; e.g. a padded block row ``io * b + ii`` may pass ``m``.
+        """
+        analyzer = sym.Analyzer()
+        for var, owner in zip(self.it.iter_vars, self.it.axes):
+            analyzer.bind(var, tvm.ir.Range.from_min_extent(0, owner.length))
+        guards = []
+        if not analyzer.can_prove(index >= 0):
+            guards.append(coordinate >= 0)
+        if not analyzer.can_prove(index < axis.length):
+            guards.append(coordinate < axis.length)
+        return guards
+
+    def _injective_loops(self, index) -> set:
+        """Loops that a coordinate expression tells apart: distinct positions of them give
+        distinct coordinates (a dense or distinct root axis, or ``outer * L + inner`` with
+        ``inner`` over a dense axis of length L). Empty when nothing is known."""
+        owner = self._iterated_axis(index)
+        if owner is not None:
+            return {self._loop_of(owner)} if _distinct_root(owner) else set()
+        if isinstance(index, tirx.Add) and isinstance(index.a, tirx.Mul):
+            outer, inner = self._iterated_axis(index.a.a), self._iterated_axis(index.b)
+            scale = index.a.b
+            if (outer is not None and inner is not None and _distinct_root(outer) and inner.kind == DENSE_FIXED
+                    and tvm_ffi.structural_equal(scale, inner.length)):
+                return {self._loop_of(outer), self._loop_of(inner)}
+        return set()
 
     def _iterated_axis(self, index):
         if isinstance(index, tirx.Var):
@@ -218,10 +255,10 @@ class _IterationLowering:
         raise AssertionError(axis)
 
     def _lower_store(self, store):
-        positions, _, direct_dims = self._positions(store.buffer, list(store.indices), allow_search=False)
-        direct_loops = {self._loop_of(a) for a, direct in zip(store.buffer.axes, direct_dims) if direct}
-        lowered = Store(store.buffer, tuple(positions), self._rewrite(store.value), store.accumulate)
-        return lowered, all(direct_dims), direct_loops
+        access = self._access(store.buffer, list(store.indices), allow_search=False)
+        lowered = Store(store.buffer, tuple(access.positions), self._rewrite(store.value), store.accumulate,
+                        predicate=tuple(access.guards), atomic=self.it.atomic and store.accumulate)
+        return lowered, access
 
     # -- blocks ------------------------------------------------------------------------
     def _build_blocks(self, stores) -> list:
@@ -243,15 +280,16 @@ class _IterationLowering:
         fills = []
         reduction_blocks = {block_of[i] for i, loop in enumerate(self.loops) if loop.kind == "R"}
         spatial_loops = {i for i, loop in enumerate(self.loops) if loop.kind == "S"}
-        for store, all_direct, direct_loops in stores:
+        blocks[0].parallel_safe = self.loops[0].kind == "S" and all(0 in access.determined for _, access in stores)
+        for store, access in stores:
             blocks[-1].body.append(store)
             if not store.accumulate or self.it.init is None:
                 continue
             init_value = tirx.const(self.it.init, store.buffer.dtype)
             in_place = (
                 len(reduction_blocks) == 1
-                and all_direct
-                and direct_loops == spatial_loops
+                and all(access.direct)
+                and access.determined == spatial_loops
                 and all(block_of[i] <= min(reduction_blocks) for i in spatial_loops)
             )
             if in_place:
@@ -259,3 +297,16 @@ class _IterationLowering:
             else:
                 fills.append(Fill(store.buffer, init_value))
         return fills + [blocks[0]]
+
+
+@dataclass
+class _Access:
+    positions: list = field(default_factory=list)
+    guards: list = field(default_factory=list)  # all must hold for the access to be valid
+    direct: list = field(default_factory=list)  # per dimension: indexed by the iteration's own axis
+    determined: set = field(default_factory=set)  # loops whose positions the access tells apart
+
+
+def _distinct_root(axis: Axis) -> bool:
+    """Distinct positions of a root axis give distinct coordinates."""
+    return axis.parent is None and (axis.kind == DENSE_FIXED or axis.distinct)

@@ -15,7 +15,9 @@ from ..ir.axis import Axis
 
 
 def row_range(axis: Axis, parent_offset) -> tuple:
-    """Offsets [lo, hi) of ``axis`` under one parent position."""
+    """Offsets [lo, hi) of ``axis`` under one parent position (the whole axis for a root)."""
+    if axis.parent is None:
+        return tirx.const(0, axis.idtype), axis.chain_size()
     if axis.is_variable:
         return axis.indptr[parent_offset], axis.indptr[parent_offset + 1]
     lo = parent_offset * axis.nnz_cols
@@ -25,7 +27,7 @@ def row_range(axis: Axis, parent_offset) -> tuple:
 def position_extent(axis: Axis, parent_offset):
     """Number of positions of ``axis`` under one parent position (its loop extent)."""
     if axis.parent is None:
-        return axis.length
+        return axis.chain_size()
     if axis.is_variable:
         lo, hi = row_range(axis, parent_offset)
         return hi - lo

@@ -43,12 +43,15 @@ class Search:
 
 @dataclass(eq=False)
 class Store:
-    """``buffer[positions] (+)= value``; loads in ``value`` use position views."""
+    """``buffer[positions] (+)= value`` where every ``predicate`` holds; loads in ``value`` use
+    position views. ``atomic`` accumulations become atomic adds on CUDA."""
 
     buffer: SparseBuffer
     positions: tuple
     value: tirx.Expr
     accumulate: bool
+    predicate: tuple = ()
+    atomic: bool = False
 
 
 @dataclass(eq=False)
@@ -60,6 +63,7 @@ class Block:
     searches: list[Search] = field(default_factory=list)
     init: list[Store] = field(default_factory=list)
     body: list = field(default_factory=list)  # Blocks and Stores
+    parallel_safe: bool = False  # distinct outer-loop iterations write disjoint outputs
 
 
 @dataclass(eq=False)
@@ -68,6 +72,28 @@ class Fill:
 
     buffer: SparseBuffer
     value: tirx.Expr
+
+
+@dataclass(eq=False)
+class FusedGroup:
+    """Several iterations run by one loop over their concatenated outer loops (one CUDA launch).
+
+    Member ``k`` runs where ``offsets[k] <= var < offsets[k] + extents[k]``, with its outer
+    loop's position bound to ``var - offsets[k]``; ``members[k]`` is its top block without
+    that outer loop.
+    """
+
+    name: str
+    var: tirx.Var
+    outer_vars: list  # each member's outer-loop position var
+    offsets: list
+    extents: list
+    members: list  # Blocks
+    parallel_safe: bool = False  # members write disjoint outputs
+
+    @property
+    def extent(self):
+        return self.offsets[-1] + self.extents[-1]
 
 
 @dataclass(eq=False)
@@ -99,14 +125,25 @@ def _format_node(node, depth: int, lines: list) -> None:
         lines.append(f"{pad}{node.buffer.name}[...] = {node.value}")
     elif isinstance(node, Store):
         target = f"{node.buffer.name}[{', '.join(map(str, node.positions))}]"
-        lines.append(f"{pad}{target} {'+=' if node.accumulate else '='} {node.value}")
+        operator = ("atomic+=" if node.atomic else "+=") if node.accumulate else "="
+        guard = f"if {' and '.join(map(str, node.predicate))}: " if node.predicate else ""
+        lines.append(f"{pad}{guard}{target} {operator} {node.value}")
+    elif isinstance(node, FusedGroup):
+        lines.append(f"{pad}for {node.var.name} in grid({node.extent}):  # horizontally fused")
+        for outer, offset, extent, member in zip(node.outer_vars, node.offsets, node.extents, node.members):
+            lines.append(f"{pad}    if {offset} <= {node.var.name} < {offset + extent}:  "
+                         f"# {outer.name} = {node.var.name} - {offset}")
+            _format_node(member, depth + 2, lines)
     else:
         names = ", ".join(loop.var.name for loop in node.loops)
         extents = ", ".join(str(loop.extent) for loop in node.loops)
         kinds = "".join(loop.kind for loop in node.loops)
-        lines.append(f"{pad}for {names} in grid({extents}):")
-        lines.append(f"{pad}    with block({node.name!r}, kinds={kinds!r}):")
-        inner = "    " * (depth + 2)
+        if node.loops:
+            lines.append(f"{pad}for {names} in grid({extents}):")
+            pad, depth = pad + "    ", depth + 1
+        safe = ", parallel_safe=True" if node.parallel_safe else ""
+        lines.append(f"{pad}with block({node.name!r}, kinds={kinds!r}{safe}):")
+        inner = "    " * (depth + 1)
         for search in node.searches:
             lines.append(
                 f"{inner}{search.result.name} = {search.mode}({search.array.name}, "
@@ -115,4 +152,4 @@ def _format_node(node, depth: int, lines: list) -> None:
         for store in node.init:
             lines.append(f"{inner}with init(): {store.buffer.name}[{', '.join(map(str, store.positions))}] = {store.value}")
         for child in node.body:
-            _format_node(child, depth + 2, lines)
+            _format_node(child, depth + 1, lines)

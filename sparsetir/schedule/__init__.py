@@ -9,7 +9,7 @@ KNOBS = {"cpu": CPU_KNOBS, "cuda": CUDA_KNOBS}
 
 
 def schedule(func, device: str, **knobs):
-    """Apply the template of ``device`` ("cpu" or "cuda") to a Stage III PrimFunc."""
+    """Apply the template of ``device`` ("cpu" or "cuda") to a Stage III PrimFunc; returns the IRModule."""
     if device not in KNOBS:
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     unknown = sorted(set(knobs) - set(KNOBS[device]))

@@ -10,6 +10,7 @@ Knobs:
 
 from __future__ import annotations
 
+import tvm
 from tvm import s_tir, tirx
 
 from .nest import (
@@ -17,8 +18,10 @@ from .nest import (
     constant_extent,
     dtype_bytes,
     first_reduce_index,
+    force_parallel,
     has_init,
     is_fill,
+    is_parallel_safe,
     iter_kinds,
     largest_power_of_two_dividing,
     nests,
@@ -32,13 +35,14 @@ CPU_KNOBS = ("vector_width", "parallel", "unroll")
 
 
 def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parallel: bool = True,
-                 unroll: int = 16) -> s_tir.Schedule:
-    """Schedule every nest of a Stage III function for a multicore CPU."""
+                 unroll: int = 16) -> tvm.IRModule:
+    """Schedule every nest of a Stage III function for a multicore CPU; returns the module."""
     if vector_width is not None and (not isinstance(vector_width, int) or vector_width < 1):
         raise ValueError(f"vector_width must be a positive int, got {vector_width!r}")
     if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 0:
         raise ValueError(f"unroll must be an int >= 0, got {unroll!r}")
     sch = new_schedule(func)
+    forced = set()
     for nest in nests(sch):
         if is_fill(sch, nest):
             loops = sch.get_loops(nest.top)
@@ -50,18 +54,22 @@ def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parall
             i: first_reduce_index(sch, block) for i, block in enumerate(nest.blocks) if has_init(sch, block)
         }
         if parallel and iter_kinds(sch, nest.top)[0] == SPATIAL:
-            sch.parallel(sch.get_loops(nest.top)[0])
-        _vectorize_feature_loop(sch, nest, vector_width, parallel, unroll)
+            try:
+                sch.parallel(sch.get_loops(nest.top)[0])
+            except s_tir.ScheduleError:  # accumulation without init: TVM cannot prove it race-free
+                if is_parallel_safe(sch, nest.top):
+                    forced.add(sch.get(nest.top).name_hint)
+        for leaf in nest.leaves:
+            _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll)
         for i, index in decompose_at.items():
             block = nest.blocks[i]
             sch.decompose_reduction(block, sch.get_loops(block)[index])
-    return sch
+    return force_parallel(sch.mod, forced)
 
 
-def _vectorize_feature_loop(sch, nest, vector_width, parallel, unroll) -> None:
-    leaf = nest.leaf
+def _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll) -> None:
     last = len(iter_kinds(sch, leaf)) - 1
-    if iter_kinds(sch, leaf)[last] != SPATIAL or (parallel and leaf is nest.top and last == 0):
+    if last < 0 or iter_kinds(sch, leaf)[last] != SPATIAL or (parallel and leaf is nest.top and last == 0):
         return
     extent = constant_extent(sch, leaf, last)
     if extent is None or not writes_contiguously(sch, leaf, last):

@@ -1,23 +1,26 @@
 """CUDA schedule template: row groups to blocks, feature lanes to threads, each lane a contiguous chunk.
 
-For nests whose innermost block ends in a constant spatial loop (the feature
-loop of SpMM), rows are split into ``rows_per_block`` rows per CUDA block
+For nests whose innermost blocks end in a constant spatial loop (the feature loop
+of SpMM), rows are split into ``rows_per_block`` rows per CUDA block
 (``threadIdx.y``) and the features into ``lanes`` lanes (``threadIdx.x``), each
 lane owning a contiguous chunk (a strided split corrupts the cached write-back,
-TVM.md pitfall 7) accumulated in registers. Other nests map their outer spatial
-loop to ``threads`` threads per block.
+TVM.md pitfall 7) accumulated in registers. A horizontally fused nest gets the
+same mapping for every member, all in one launch. Other nests map their outer
+spatial loop to ``threads`` threads per block.
 
 Knobs: rows_per_block (4), lanes (32), threads (128).
 """
 
 from __future__ import annotations
 
-from tvm import s_tir, tirx
+import tvm
+from tvm import tirx
 
 from .nest import (
     SPATIAL,
     constant_extent,
     first_reduce_index,
+    has_atomics,
     has_init,
     is_fill,
     iter_kinds,
@@ -31,8 +34,8 @@ CUDA_KNOBS = ("rows_per_block", "lanes", "threads")
 VECTOR_CHUNKS = (2, 4)  # float2 / float4
 
 
-def schedule_cuda(func: tirx.PrimFunc, *, rows_per_block: int = 4, lanes: int = 32, threads: int = 128) -> s_tir.Schedule:
-    """Schedule every nest of a Stage III function for CUDA."""
+def schedule_cuda(func: tirx.PrimFunc, *, rows_per_block: int = 4, lanes: int = 32, threads: int = 128) -> tvm.IRModule:
+    """Schedule every nest of a Stage III function for CUDA; returns the module."""
     for knob, value in (("rows_per_block", rows_per_block), ("lanes", lanes), ("threads", threads)):
         if not isinstance(value, int) or value < 1 or value > 1024:
             raise ValueError(f"{knob} must be an int in [1, 1024], got {value!r}")
@@ -46,12 +49,19 @@ def schedule_cuda(func: tirx.PrimFunc, *, rows_per_block: int = 4, lanes: int = 
             raise ValueError(
                 f"block {sch.get(nest.top).name_hint}: the CUDA template needs a spatial ('S') outermost axis"
             )
-        if not _schedule_feature_lanes(sch, nest, rows_per_block, lanes):
+        if all(_is_feature_leaf(sch, nest, leaf) for leaf in nest.leaves) and not any(
+                has_init(sch, b) for b in nest.blocks if b not in nest.leaves):
+            row_outer, row_inner = sch.split(sch.get_loops(nest.top)[0], [None, rows_per_block])
+            sch.bind(row_outer, "blockIdx.x")
+            sch.bind(row_inner, "threadIdx.y")
+            for leaf in nest.leaves:
+                _feature_lanes(sch, leaf, lanes)
+        else:
             decompose_at = {b: first_reduce_index(sch, b) for b in nest.blocks if has_init(sch, b)}
             _bind_threads(sch, sch.get_loops(nest.top)[0], threads)
             for block, index in decompose_at.items():
                 sch.decompose_reduction(block, sch.get_loops(block)[index])
-    return sch
+    return sch.mod
 
 
 def _bind_threads(sch, loop, threads: int) -> None:
@@ -60,26 +70,25 @@ def _bind_threads(sch, loop, threads: int) -> None:
     sch.bind(inner, "threadIdx.x")
 
 
-def _schedule_feature_lanes(sch, nest, rows_per_block: int, lanes: int) -> bool:
-    leaf = nest.leaf
+def _is_feature_leaf(sch, nest, leaf) -> bool:
     kinds = iter_kinds(sch, leaf)
     last = len(kinds) - 1
-    extent = constant_extent(sch, leaf, last)
-    if leaf is nest.top or kinds[last] != SPATIAL or extent is None or not writes_contiguously(sch, leaf, last):
-        return False
-    if any(has_init(sch, b) for b in nest.blocks if b is not leaf):
-        return False
+    return (leaf is not nest.top and last >= 0 and kinds[last] == SPATIAL
+            and constant_extent(sch, leaf, last) is not None and writes_contiguously(sch, leaf, last))
+
+
+def _feature_lanes(sch, leaf, lanes: int) -> None:
+    """Feature loop to ``threadIdx.x`` lanes, each owning a contiguous chunk kept in registers."""
+    extent = constant_extent(sch, leaf, len(iter_kinds(sch, leaf)) - 1)
     reduce_index = first_reduce_index(sch, leaf) if has_init(sch, leaf) else None
-    row_outer, row_inner = sch.split(sch.get_loops(nest.top)[0], [None, rows_per_block])
-    sch.bind(row_outer, "blockIdx.x")
-    sch.bind(row_inner, "threadIdx.y")
+    vectorize = not has_atomics(sch, leaf)  # atomicAdd is scalar
     lane_count = largest_power_of_two_dividing(extent, lanes)
     leaf_loops = sch.get_loops(leaf)
     lane, chunk = sch.split(leaf_loops[-1], [lane_count, None])
     sch.reorder(lane, *leaf_loops[:-1], chunk)
     sch.bind(lane, "threadIdx.x")
     chunk_size = extent // lane_count
-    if chunk_size in VECTOR_CHUNKS:
+    if vectorize and chunk_size in VECTOR_CHUNKS:
         sch.vectorize(chunk)
     if reduce_index is not None:
         write_back = sch.cache_write(leaf, 0, "local")
@@ -87,4 +96,3 @@ def _schedule_feature_lanes(sch, nest, rows_per_block: int, lanes: int) -> bool:
         if chunk_size in VECTOR_CHUNKS:
             sch.vectorize(sch.get_loops(write_back)[-1])
         sch.decompose_reduction(leaf, sch.get_loops(leaf)[reduce_index + 1])
-    return True

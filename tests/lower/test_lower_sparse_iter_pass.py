@@ -28,7 +28,7 @@ def test_spmm_stage2_has_a_nested_block_per_variable_axis():
         "def spmm(A: float32[I, J], B: float32[J_, K], C: float32[I, K], J_indptr: int32[m + 1], "
         "J_indices: int32[nnz]):",
         "    for i in grid(m):",
-        "        with block('spmm0', kinds='S'):",
+        "        with block('spmm0', kinds='S', parallel_safe=True):",
         "            for j, k in grid(J_indptr[i + 1] - J_indptr[i], 64):",
         "                with block('spmm1', kinds='RS'):",
         "                    with init(): C[i, k] = T.float32(0.0)",
