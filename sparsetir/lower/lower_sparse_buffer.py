@@ -2,8 +2,8 @@
 
 Each sparse buffer becomes a buffer with one dimension per axis chain, indexed
 by chain offsets (``A[i, j]`` over CSR becomes ``A[J_indptr[i] + j]``; a dense
-``C(I, K)`` stays ``C[i, k]``). Metadata arrays and the symbolic sizes that no
-buffer shape binds become parameters. Searches become ``while`` loops over a
+``C(I, K)`` stays ``C[i, k]``). Metadata arrays and the symbolic sizes become
+parameters. Searches become ``while`` loops over a
 block-local state buffer. Every block is an ``s_tir`` block, so
 ``tvm.s_tir.Schedule`` can split, bind, vectorise and decompose it.
 
@@ -101,12 +101,11 @@ class _Emitter:
                 if meta is not None:
                     T.arg(meta.name, meta)
                     self._sign(meta.name, role, axis.name, meta.dtype, meta.shape)
-        bound = {dim for b in self.flat.values() for dim in b.shape if isinstance(dim, tirx.Var)}
-        bound |= {dim for a in self.func.axes for m in a.metadata() for dim in m.shape if isinstance(dim, tirx.Var)}
+        # Every symbolic size is also a scalar parameter: TVM then checks it against the shapes
+        # it appears in, and ``specialize`` can bind it to a constant.
         for var in self.func.size_vars:
-            if var not in bound:
-                T.arg(var.name, var)
-                self._sign(var.name, "size", var.name, self.func.idtype, [])
+            T.arg(var.name, var)
+            self._sign(var.name, "size", var.name, self.func.idtype, [])
 
     def _sign(self, name, role, of, dtype, shape) -> None:
         self.params.append({"name": name, "role": role, "of": of, "dtype": str(dtype),

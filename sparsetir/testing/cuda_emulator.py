@@ -726,6 +726,8 @@ def emulate_module(
     known: dict[str, int] = {}
     for name, shape, dtype, _var in params:
         if name not in bound:
+            if shape is None:
+                continue  # a scalar size: read off the array shapes below
             raise TypeError(f"missing argument {name!r} of {func_name}")
         value = bound[name]
         if shape is None:
@@ -744,6 +746,10 @@ def emulate_module(
     known.update(sizes or {})
     for name, shape, _dtype, _var in params:
         if shape is None:
+            if name not in bound:
+                if name not in known:
+                    raise TypeError(f"missing argument {name!r} of {func_name} (no array shape gives it)")
+                bound[name] = known[name]
             continue
         expected = tuple(_evaluate(d, known, {}, f"{name}.shape") for d in shape)
         if tuple(bound[name].shape) != expected:

@@ -36,7 +36,7 @@ def test_signature_lists_parameters_axes_and_outputs():
     prim = lower_sparse_buffer(lower_sparse_iter(masked_product()))
     signature = json.loads(str(prim.attrs[SIGNATURE_ATTR]))
     assert [p["name"] for p in signature["params"]] == [
-        "A", "M", "C", "JA_indptr", "JA_indices", "JM_indptr", "JM_indices", "m", "n"]
+        "A", "M", "C", "JA_indptr", "JA_indices", "JM_indptr", "JM_indices", "m", "n", "nnz_a", "nnz_m"]
     assert signature["outputs"] == ["C"]
     sorted_axes = {a["name"] for a in signature["axes"] if a["sorted"]}
     assert sorted_axes == {"JM"}, "the searched axis must have sorted indices"

@@ -90,7 +90,7 @@ def test_every_kernel_of_a_module_runs_in_host_order():
     assert sorted(dims.values()) == [((4, 1, 1), (32, 1, 1))] * 2 and len(dims) == 2
     a = np.arange(100, dtype=np.float32)
     b, c = np.zeros_like(a), np.zeros_like(a)
-    emulate_module(mod, cuda_source(mod), [a, b, c])
+    emulate_module(mod, cuda_source(mod), [a, b, c, 100])  # parameters A, B, C, n
     np.testing.assert_array_equal(c, a * 2 + 1)
 
 
