@@ -1,0 +1,103 @@
+"""BSR: block sparse rows with square ``block x block`` blocks.
+
+Layout (what the kernels index): the shape is padded up to multiples of the block,
+``padded_shape = (mb * b, nb * b)``; ``indptr (mb + 1)`` over block rows, ``indices (nnzb)``
+the sorted block-column ids of each block row, ``values (nnzb, b, b)`` indexed
+``[block, row in block, column in block]`` with zeros where A has no entry, and
+``csr_position (nnzb, b, b)`` (-1 where A has no entry; explicit zeros of A are mapped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .csr import CSRMatrix
+from .slots import PADDING, Format, SlotArray, SlotMatrix, entry_rows, exclusive_cumsum, index_dtype_for, positive_int
+
+
+@dataclass
+class BlockSlots:
+    """The non-empty blocks of a matrix, in (block row, block column) order."""
+
+    block: int
+    padded_shape: tuple
+    block_rows: np.ndarray  # (nnzb,) int64
+    indices: np.ndarray  # (nnzb,) block-column ids
+    values: np.ndarray  # (nnzb, b, b)
+    csr_position: np.ndarray  # (nnzb, b, b)
+
+
+def block_slots(canonical: CSRMatrix, values: np.ndarray, block: int, index_dtype: str) -> BlockSlots:
+    """Every stored entry placed in its ``block x block`` block (vectorised; one sort of the block keys)."""
+    m, n = canonical.shape
+    mb, nb = -(-m // block), -(-n // block)
+    rows = entry_rows(canonical.indptr)
+    cols = canonical.indices.astype(np.int64, copy=False)
+    keys, slot = np.unique((rows // block) * nb + cols // block, return_inverse=True)
+    nnzb = keys.shape[0]
+    idtype = index_dtype_for(index_dtype, mb * block + 1, nb * block, canonical.nnz, nnzb * block * block)
+    block_values = np.zeros((nnzb, block, block), dtype=values.dtype)
+    csr_position = np.full((nnzb, block, block), PADDING, dtype=np.int64)
+    at = (slot.reshape(-1), rows % block, cols % block)
+    block_values[at] = values
+    csr_position[at] = np.arange(canonical.nnz, dtype=np.int64)
+    block_rows = keys // max(nb, 1)
+    block_cols = (keys - block_rows * nb).astype(idtype)
+    return BlockSlots(block, (mb * block, nb * block), block_rows, block_cols, block_values, csr_position)
+
+
+class BlockMatrix(SlotMatrix):
+    """What BSR and DBSR matrices share: slots of ``values (nnzb, b, b)`` at ``block_row_of_blocks()``."""
+
+    def block_row_of_blocks(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def slot_arrays(self) -> dict:
+        b = self.block
+        offsets = np.arange(b, dtype=np.int64)
+        rows = self.block_row_of_blocks()[:, None, None] * b + offsets[None, :, None]
+        cols = self.indices.astype(np.int64)[:, None, None] * b + offsets[None, None, :]
+        return {"blocks": SlotArray(rows, cols, self.values, self.csr_position)}
+
+
+@dataclass
+class BSRMatrix(BlockMatrix):
+    """Host arrays of a BSR matrix (see the module docstring); ``shape`` is the original shape."""
+
+    shape: tuple
+    nnz: int
+    block: int
+    padded_shape: tuple
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    csr_position: np.ndarray
+
+    def block_row_of_blocks(self) -> np.ndarray:
+        return entry_rows(self.indptr)
+
+
+class BlockFormat(Format):
+    """What BSR and DBSR share: one parameter, the block size (>= 1)."""
+
+    param_names = ("block",)
+
+    def __init__(self, block):
+        self.block = positive_int(block, owner=type(self).__name__, name="block")
+
+
+class BSR(BlockFormat):
+    """Block sparse rows with ``block x block`` blocks; a shape the block does not divide is padded."""
+
+    name = "bsr"
+
+    def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str) -> BSRMatrix:
+        blocks = block_slots(canonical, values, self.block, index_dtype)
+        block_count = blocks.padded_shape[0] // self.block
+        indptr = exclusive_cumsum(np.bincount(blocks.block_rows, minlength=block_count))
+        return BSRMatrix(
+            canonical.shape, canonical.nnz, self.block, blocks.padded_shape,
+            indptr.astype(blocks.indices.dtype), blocks.indices, blocks.values, blocks.csr_position,
+        )

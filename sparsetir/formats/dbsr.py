@@ -1,0 +1,50 @@
+"""DBSR: BSR without its empty block rows (doubly compressed block sparse rows).
+
+Layout (what the kernels index): ``rows (R,)`` the sorted ids of the non-empty block rows,
+``indptr (R + 1)`` over them, ``indices (nnzb)`` sorted block-column ids within each block row,
+``values (nnzb, b, b)`` and ``csr_position (nnzb, b, b)`` exactly as in BSR (the shape is
+padded up to multiples of the block in the same way).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .bsr import BlockFormat, BlockMatrix, block_slots
+from .csr import CSRMatrix
+from .slots import exclusive_cumsum
+
+
+@dataclass
+class DBSRMatrix(BlockMatrix):
+    """Host arrays of a DBSR matrix (see the module docstring); ``shape`` is the original shape."""
+
+    shape: tuple
+    nnz: int
+    block: int
+    padded_shape: tuple
+    rows: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    csr_position: np.ndarray
+
+    def block_row_of_blocks(self) -> np.ndarray:
+        return np.repeat(self.rows.astype(np.int64), np.diff(self.indptr))
+
+
+class DBSR(BlockFormat):
+    """BSR that stores only the non-empty block rows, with their ids in ``rows``."""
+
+    name = "dbsr"
+
+    def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str) -> DBSRMatrix:
+        blocks = block_slots(canonical, values, self.block, index_dtype)
+        rows, counts = np.unique(blocks.block_rows, return_counts=True)
+        idtype = blocks.indices.dtype
+        return DBSRMatrix(
+            canonical.shape, canonical.nnz, self.block, blocks.padded_shape, rows.astype(idtype),
+            exclusive_cumsum(counts).astype(idtype), blocks.indices, blocks.values, blocks.csr_position,
+        )

@@ -1,0 +1,90 @@
+"""ELL: every row padded to one width; with a capped width, the overflow stays in a CSR remainder.
+
+Layout (what the kernels index): ``indices (m, width)``, ``values (m, width)`` and
+``csr_position (m, width)``. Row ``r`` holds its first ``min(deg, width)`` entries in column
+order, then padding (column 0, value 0, position -1). ``remainder`` is an m-row CSR matrix of
+each row's entries beyond ``width`` (empty when ``width`` >= the maximum degree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .csr import CSRMatrix, read_sparse_input
+from .slots import PADDING, Format, SlotArray, SlotMatrix, entry_rows, index_dtype_for, positive_int
+
+
+@dataclass
+class ELLMatrix(SlotMatrix):
+    """Host arrays of an ELL matrix (see the module docstring)."""
+
+    shape: tuple
+    nnz: int
+    width: int
+    indices: np.ndarray
+    values: np.ndarray
+    csr_position: np.ndarray
+    remainder: CSRMatrix
+    remainder_position: np.ndarray
+
+    def slot_arrays(self) -> dict:
+        rows = np.arange(self.shape[0], dtype=np.int64)
+        return {
+            "ell": SlotArray(rows[:, None], self.indices, self.values, self.csr_position),
+            "remainder": SlotArray(
+                np.repeat(rows, np.diff(self.remainder.indptr)),
+                self.remainder.indices,
+                self.remainder.values,
+                self.remainder_position,
+            ),
+        }
+
+
+class ELL(Format):
+    """ELL with ``width`` slots per row; ``None`` means the maximum degree (at least 1)."""
+
+    name = "ell"
+    param_names = ("width",)
+
+    def __init__(self, width=None):
+        self.width = None if width is None else positive_int(width, owner="ELL", name="width")
+
+    def resolve(self, A) -> "ELL":
+        """``ELL(width)`` with the maximum degree of ``A`` filled in (unchanged when already set)."""
+        if self.width is not None:
+            return self
+        return ELL(max_degree(read_sparse_input(A, canonical=True).indptr))
+
+    def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str) -> ELLMatrix:
+        m, n = canonical.shape
+        indptr = canonical.indptr.astype(np.int64, copy=False)
+        width = self.width if self.width is not None else max_degree(indptr)
+        idtype = index_dtype_for(index_dtype, m + 1, n, canonical.nnz, m * width)
+        rows = entry_rows(indptr)
+        rank = np.arange(canonical.nnz, dtype=np.int64) - indptr[rows]
+        in_ell = rank < width
+        ell_rows, ell_rank = rows[in_ell], rank[in_ell]
+        positions = np.flatnonzero(in_ell)
+
+        indices = np.zeros((m, width), dtype=idtype)
+        ell_values = np.zeros((m, width), dtype=values.dtype)
+        csr_position = np.full((m, width), PADDING, dtype=np.int64)
+        indices[ell_rows, ell_rank] = canonical.indices[in_ell]
+        ell_values[ell_rows, ell_rank] = values[in_ell]
+        csr_position[ell_rows, ell_rank] = positions
+
+        overflow = ~in_ell
+        remainder_position = np.flatnonzero(overflow)
+        remainder_indptr = np.zeros(m + 1, dtype=idtype)
+        np.cumsum(np.maximum(np.diff(indptr) - width, 0), out=remainder_indptr[1:])
+        remainder = CSRMatrix(
+            (m, n), remainder_indptr, canonical.indices[overflow].astype(idtype), values[overflow]
+        )
+        return ELLMatrix((m, n), canonical.nnz, width, indices, ell_values, csr_position, remainder, remainder_position)
+
+
+def max_degree(indptr: np.ndarray) -> int:
+    """The largest row degree, at least 1."""
+    return max(int(np.diff(indptr).max(initial=0)), 1)

@@ -1,0 +1,84 @@
+"""SR-BCRS(t, g): row tiles of ``t`` rows whose distinct columns are stored ``g`` at a time, with a mask.
+
+Layout (what the kernels index): ``tiles = ceil(m / t)`` (the last tile is padded with rows
+past ``m``). For each tile, the sorted distinct columns used by any of its rows are split
+into groups of ``g``; the last group of a tile is padded with column 0 and mask 0.
+``group_indptr (tiles + 1)`` counts groups per tile, ``indices (ngroups, g)`` holds the column
+ids, ``values (ngroups, g, t)`` holds ``A[tile * t + r, col]`` at ``[group, slot, r]`` (0 where
+A has no entry: mask 0), and ``csr_position (ngroups, g, t)`` maps each slot to CSR (-1: mask 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .csr import CSRMatrix
+from .slots import (PADDING, Format, SlotArray, SlotMatrix, entry_rows, exclusive_cumsum, index_dtype_for,
+                    positive_int, rank_in_segment)
+
+
+@dataclass
+class SRBCRSMatrix(SlotMatrix):
+    """Host arrays of an SR-BCRS matrix (see the module docstring)."""
+
+    shape: tuple
+    nnz: int
+    t: int
+    g: int
+    tiles: int
+    group_indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray
+    csr_position: np.ndarray
+
+    @property
+    def mask(self) -> np.ndarray:
+        """``(ngroups, g, t)``: True where the slot holds an entry of A."""
+        return self.csr_position >= 0
+
+    def slot_arrays(self) -> dict:
+        tile_of_group = np.repeat(np.arange(self.tiles, dtype=np.int64), np.diff(self.group_indptr))
+        rows = tile_of_group[:, None, None] * self.t + np.arange(self.t, dtype=np.int64)[None, None, :]
+        return {"groups": SlotArray(rows, self.indices[:, :, None], self.values, self.csr_position)}
+
+
+class SRBCRS(Format):
+    """Row tiles of ``t`` rows; each tile's distinct columns in groups of ``g``."""
+
+    name = "srbcrs"
+    param_names = ("t", "g")
+
+    def __init__(self, t, g):
+        self.t = positive_int(t, owner="SRBCRS", name="t (rows per tile)")
+        self.g = positive_int(g, owner="SRBCRS", name="g (columns per group)")
+
+    def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str) -> SRBCRSMatrix:
+        t, g = self.t, self.g
+        m, n = canonical.shape
+        tiles = -(-m // t)
+        rows = entry_rows(canonical.indptr)
+        width = max(n, 1)
+        # The distinct (tile, column) pairs, sorted by tile then column.
+        keys, distinct = np.unique((rows // t) * width + canonical.indices, return_inverse=True)
+        distinct = distinct.reshape(-1)
+        tile_of_column = keys // width
+        columns_per_tile = np.bincount(tile_of_column, minlength=tiles)
+        group_indptr = exclusive_cumsum(-(-columns_per_tile // g))
+        ngroups = int(group_indptr[-1])
+        idtype = index_dtype_for(index_dtype, tiles * t + 1, n, canonical.nnz, ngroups * g * t)
+
+        rank = rank_in_segment(exclusive_cumsum(columns_per_tile)[:-1], columns_per_tile)
+        group = group_indptr[tile_of_column] + rank // g
+        slot = rank % g
+        indices = np.zeros((ngroups, g), dtype=idtype)
+        indices[group, slot] = keys - tile_of_column * width
+        group_values = np.zeros((ngroups, g, t), dtype=values.dtype)
+        csr_position = np.full((ngroups, g, t), PADDING, dtype=np.int64)
+        at = (group[distinct], slot[distinct], rows % t)
+        group_values[at] = values
+        csr_position[at] = np.arange(canonical.nnz, dtype=np.int64)
+        return SRBCRSMatrix(
+            (m, n), canonical.nnz, t, g, tiles, group_indptr.astype(idtype), indices, group_values, csr_position
+        )
