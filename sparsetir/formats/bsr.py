@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .csr import CSRMatrix
+from ..ir import dense_fixed, sparse_variable
+from .structure import make_rule, value_params
 from .slots import PADDING, Format, SlotArray, SlotMatrix, entry_rows, exclusive_cumsum, index_dtype_for, positive_int
 
 
@@ -101,3 +103,28 @@ class BSR(BlockFormat):
             canonical.shape, canonical.nnz, self.block, blocks.padded_shape,
             indptr.astype(blocks.indices.dtype), blocks.indices, blocks.values, blocks.csr_position,
         )
+
+    # -- Stage I structure: block rows -> block columns -> rows and columns inside a block -----
+    def rewrite_rules(self, source, device: str) -> list:
+        """``i = io * b + ii`` and ``j = jo * b + ji``; rows and columns past the shape are guarded."""
+        b = self.block
+        rows, cols = source.rows, source.cols
+        block_rows = dense_fixed("I_bsr", source.size("mb"), idtype=source.idtype)
+        block_cols = sparse_variable("J_bsr", block_rows, source.size("nb"), source.size("nnzb"))
+        inner_rows = dense_fixed("II_bsr", b, idtype=source.idtype)
+        inner_cols = dense_fixed("JI_bsr", b, idtype=source.idtype)
+        loops = (block_rows, block_cols, inner_rows, inner_cols)
+        return [make_rule(source, "bsr", loops, "rcrc", lambda v: {
+            rows: v[block_rows] * b + v[inner_rows], cols: v[block_cols] * b + v[inner_cols]})]
+
+    def slot_keys(self) -> list:
+        return [("bsr", "blocks")]
+
+    def bind(self, matrix: BSRMatrix, value_buffers, device: str = "cpu") -> dict:
+        return {"J_bsr_indptr": matrix.indptr, "J_bsr_indices": matrix.indices,
+                **value_params(value_buffers, "bsr", matrix.values)}
+
+    def sizes(self, matrix: BSRMatrix) -> dict:
+        b = self.block
+        return {"m": matrix.shape[0], "n": matrix.shape[1], "mb": matrix.padded_shape[0] // b,
+                "nb": matrix.padded_shape[1] // b, "nnzb": int(matrix.indices.shape[0])}

@@ -124,16 +124,23 @@ class CSR:
             cast_values(matrix.values, dtype),
         )
 
-    def axes(self, m, n, nnz):
-        """Stage I axes (I rows, J stored columns) over symbolic sizes."""
-        from ..ir import dense_fixed, sparse_variable
+    def resolve(self, A) -> "CSR":
+        return self
 
-        rows = dense_fixed("I", m, idtype=str(m.ty))
-        return rows, sparse_variable("J", rows, n, nnz)
+    def rows_disjoint(self) -> bool:
+        return False
 
-    def bind(self, matrix: CSRMatrix) -> dict:
-        """Kernel parameters for the structure of ``matrix``."""
-        return {"J_indptr": matrix.indptr, "J_indices": matrix.indices}
+    def rewrite_rules(self, source, device: str) -> list:
+        """None: ops are written over CSR, so CSR needs no rewriting."""
+        return []
+
+    def slot_keys(self) -> list:
+        return []
+
+    def bind(self, matrix: CSRMatrix, value_buffers, device: str = "cpu") -> dict:
+        """Kernel parameters for the structure (and values) of ``matrix``."""
+        return {"J_indptr": matrix.indptr, "J_indices": matrix.indices,
+                **{name: matrix.values for name in value_buffers}}
 
     def sizes(self, matrix: CSRMatrix) -> dict:
         return {"m": matrix.shape[0], "n": matrix.shape[1], "nnz": matrix.nnz}

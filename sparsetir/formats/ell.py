@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .csr import CSRMatrix, read_sparse_input
+from ..ir import sparse_fixed, sparse_variable
+from .structure import make_rule, value_params
 from .slots import PADDING, Format, SlotArray, SlotMatrix, entry_rows, index_dtype_for, positive_int
 
 
@@ -83,6 +85,35 @@ class ELL(Format):
             (m, n), remainder_indptr, canonical.indices[overflow].astype(idtype), values[overflow]
         )
         return ELLMatrix((m, n), canonical.nnz, width, indices, ell_values, csr_position, remainder, remainder_position)
+
+    # -- Stage I structure: an ELL part over the rows plus a CSR remainder ------------------
+    def rewrite_rules(self, source, device: str) -> list:
+        """``J_ell = sparse_fixed(I, n, width)`` (covers every row) and ``J_rem = sparse_variable(I, n, nnz_rem)``."""
+        rows, cols = source.rows, source.cols
+        ell = sparse_fixed("J_ell", rows, cols.length, self.structure_key()[1])
+        rem = sparse_variable("J_rem", rows, cols.length, source.size("nnz_rem"))
+        together = device == "cuda"  # one launch: the parts race on shared rows
+        return [
+            make_rule(source, "ell", (rows, ell), "rc", lambda v: {rows: v[rows], cols: v[ell]},
+                      atomic=together, covers_output=not together),
+            make_rule(source, "rem", (rows, rem), "rc", lambda v: {rows: v[rows], cols: v[rem]}, atomic=together),
+        ]
+
+    def slot_keys(self) -> list:
+        return [("ell", "ell"), ("rem", "remainder")]
+
+    def bind(self, matrix: ELLMatrix, value_buffers, device: str = "cpu") -> dict:
+        return {
+            "J_ell_indices": matrix.indices.reshape(-1),
+            "J_rem_indptr": matrix.remainder.indptr,
+            "J_rem_indices": matrix.remainder.indices,
+            **value_params(value_buffers, "ell", matrix.values.reshape(-1)),
+            **value_params(value_buffers, "rem", matrix.remainder.values),
+        }
+
+    def sizes(self, matrix: ELLMatrix) -> dict:
+        return {"m": matrix.shape[0], "n": matrix.shape[1], "nnz_rem": matrix.remainder.nnz}
+
 
 
 def max_degree(indptr: np.ndarray) -> int:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .csr import CSRMatrix, read_sparse_input
+from ..ir import dense_variable, sparse_fixed
+from .structure import make_rule, value_params
 from .slots import (PADDING, Format, SlotArray, SlotMatrix, entry_rows, exclusive_cumsum, index_dtype_for,
                     positive_int)
 
@@ -172,6 +174,69 @@ class Hyb(Format):
             parts.append(part)
         return HybMatrix((m, n), canonical.nnz, c, tuple(buckets), parts)
 
+    def rows_disjoint(self) -> bool:
+        """With one column part every row lives in one bucket (its pieces in one CPU thread)."""
+        return self.col_parts == 1
+
+    # -- Stage I structure: one ELL per (column part, bucket) ----------------------------------
+    def rewrite_rules(self, source, device: str) -> list:
+        """Per (part p, bucket b): rows ``I_p{p}b{b} = sparse_fixed(None, m, R)`` (original row ids)
+        and ``J_p{p}b{b} = sparse_fixed(rows, n, width)``.
+
+        On the CPU, rows are distinct per bucket, so buckets write disjoint rows in parallel; the
+        largest bucket, where long rows are split, iterates ``unique rows -> pieces -> slots`` so
+        the pieces of one row stay in one thread. On CUDA the pieces are flat ELL rows and writes
+        that may collide (split rows, or several column parts in one launch) are atomic.
+        """
+        rows, cols = source.rows, source.cols
+        _, col_parts, buckets = self.structure_key()
+        rules = []
+        for suffix, (part, bucket) in self.slot_keys():
+            width, last = buckets[bucket], bucket == len(buckets) - 1
+            ell_rows = source.size(f"rows_{suffix}")
+            if device == "cpu" and last:
+                row_ids = sparse_fixed(f"I_{suffix}", None, rows.length, source.size(f"uniq_{suffix}"),
+                                       idtype=source.idtype, distinct=True)
+                pieces = dense_variable(f"P_{suffix}", row_ids, ell_rows, ell_rows)
+                slots = sparse_fixed(f"J_{suffix}", pieces, cols.length, width)
+                loops, roles = (row_ids, pieces, slots), "rcc"
+            else:
+                row_ids = sparse_fixed(f"I_{suffix}", None, rows.length, ell_rows, idtype=source.idtype,
+                                       distinct=device == "cpu")
+                slots = sparse_fixed(f"J_{suffix}", row_ids, cols.length, width)
+                loops, roles = (row_ids, slots), "rc"
+            atomic = device == "cuda" and (col_parts > 1 or last)
+            rules.append(make_rule(source, suffix, loops, roles,
+                                   lambda v, r=row_ids, s=slots: {rows: v[r], cols: v[s]}, atomic=atomic))
+        return rules
+
+    def slot_keys(self) -> list:
+        _, col_parts, buckets = self.structure_key()
+        return [(f"p{p}b{b}", (p, b)) for p in range(col_parts) for b in range(len(buckets))]
+
+    def bind(self, matrix: HybMatrix, value_buffers, device: str = "cpu") -> dict:
+        params = {}
+        last = len(matrix.buckets) - 1
+        for suffix, (part, b) in self.slot_keys():
+            bucket = matrix.parts[part][b]
+            if device == "cpu" and b == last:
+                params[f"I_{suffix}_indices"] = bucket.unique_rows
+                params[f"P_{suffix}_indptr"] = bucket.piece_indptr
+            else:
+                params[f"I_{suffix}_indices"] = bucket.rows
+            params[f"J_{suffix}_indices"] = bucket.indices.reshape(-1)
+            params.update(value_params(value_buffers, suffix, bucket.values.reshape(-1)))
+        return params
+
+    def sizes(self, matrix: HybMatrix) -> dict:
+        sizes = {"m": matrix.shape[0], "n": matrix.shape[1]}
+        for suffix, (part, b) in self.slot_keys():
+            bucket = matrix.parts[part][b]
+            sizes[f"rows_{suffix}"] = int(bucket.rows.shape[0])
+            sizes[f"uniq_{suffix}"] = int(bucket.unique_rows.shape[0])
+        return sizes
+
+
 
 @dataclass
 class RowPartSegments:
@@ -203,6 +268,7 @@ class RowPartSegments:
         lengths = np.diff(np.append(starts, nnz))
         rows, parts = np.divmod(key[starts], col_parts)
         return cls(starts, lengths, rows, parts)
+
 
 
 def checked_buckets(buckets) -> tuple:

@@ -63,6 +63,10 @@ class Format:
         """This format with every matrix-dependent parameter filled in from ``A`` (self when there is none)."""
         return self
 
+    def rows_disjoint(self) -> bool:
+        """Whether the sub-formats write disjoint output rows (then one parallel region is race-free)."""
+        return False
+
     def convert(self, A, *, dtype: str = "float32", index_dtype: str = "int32"):
         """Host arrays of ``A`` (scipy sparse, torch sparse or ``CSRMatrix``) in this format."""
         canonical = read_sparse_input(A, canonical=True)

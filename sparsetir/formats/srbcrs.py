@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .csr import CSRMatrix
+from ..ir import dense_fixed, dense_variable, sparse_fixed
+from .structure import make_rule, value_params
 from .slots import (PADDING, Format, SlotArray, SlotMatrix, entry_rows, exclusive_cumsum, index_dtype_for,
                     positive_int, rank_in_segment)
 
@@ -82,3 +84,29 @@ class SRBCRS(Format):
         return SRBCRSMatrix(
             (m, n), canonical.nnz, t, g, tiles, group_indptr.astype(idtype), indices, group_values, csr_position
         )
+
+    # -- Stage I structure: tiles -> column groups -> columns, with the rows of a tile ----------
+    def rewrite_rules(self, source, device: str) -> list:
+        """``i = tile * t + r``; the group's columns are shared by the tile's t rows."""
+        t, g = self.t, self.g
+        rows, cols = source.rows, source.cols
+        tiles = dense_fixed("T_sr", source.size("tiles"), idtype=source.idtype)
+        group_count = source.size("groups_sr")
+        groups = dense_variable("G_sr", tiles, group_count, group_count)
+        group_cols = sparse_fixed("J_sr", groups, cols.length, g)
+        tile_rows = dense_fixed("R_sr", t, idtype=source.idtype)
+        return [make_rule(source, "sr", (tiles, groups, tile_rows, group_cols), "rcrc",
+                          lambda v: {rows: v[tiles] * t + v[tile_rows], cols: v[group_cols]},
+                          layout=(tiles, groups, group_cols, tile_rows))]
+
+    def slot_keys(self) -> list:
+        return [("sr", "groups")]
+
+    def bind(self, matrix: SRBCRSMatrix, value_buffers, device: str = "cpu") -> dict:
+        values = matrix.values.reshape(-1, self.t)
+        return {"G_sr_indptr": matrix.group_indptr, "J_sr_indices": matrix.indices.reshape(-1),
+                **value_params(value_buffers, "sr", values)}
+
+    def sizes(self, matrix: SRBCRSMatrix) -> dict:
+        return {"m": matrix.shape[0], "n": matrix.shape[1], "tiles": matrix.tiles,
+                "groups_sr": int(matrix.indices.shape[0])}

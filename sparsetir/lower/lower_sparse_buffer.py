@@ -38,6 +38,10 @@ SIGNATURE_ATTR = "sparsetir.signature"
 PARALLEL_SAFE_ATTR = "sparsetir.parallel_safe"
 
 
+def _node_name(node) -> str:
+    return f"{node.buffer.name}_fill" if isinstance(node, Fill) else node.name
+
+
 def flat_shape(buffer) -> list:
     """Stage III shape of a sparse buffer: one dimension per axis chain."""
     return [chain[-1].chain_size() for chain in buffer.chains()]
@@ -68,7 +72,13 @@ class _Emitter:
                 T.func_attr({"tirx.noalias": True})
                 self._declare_params()
                 for node in func.body:
-                    self._emit_node(node, {})
+                    if len(func.body) > 1:
+                        # Each nest in its own scope block: TVM's schedule checks (reduction,
+                        # compact dataflow) then see it as the only writer of its outputs.
+                        with T.sblock(f"{_node_name(node)}_scope"):
+                            self._emit_node(node, {})
+                    else:
+                        self._emit_node(node, {})
         prim = widen_local_dependent_regions(builder.get())
         return prim.with_attr(SIGNATURE_ATTR, json.dumps(self._signature()))
 

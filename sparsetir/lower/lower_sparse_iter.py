@@ -44,7 +44,7 @@ from ..ir.axis import DENSE_FIXED, Axis, FusedAxis
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration
 from . import offsets
-from .stage2 import FIND, UPPER_BOUND, Block, Fill, PositionLoop, Search, Stage2Function, Store
+from .stage2 import FIND, UPPER_BOUND, Block, Fill, FusedGroup, PositionLoop, Search, Stage2Function, Store
 
 
 def lower_sparse_iter(func: SparseFunction) -> Stage2Function:
@@ -54,10 +54,37 @@ def lower_sparse_iter(func: SparseFunction) -> Stage2Function:
     names = [it.name for it in func.iterations]
     if len(set(names)) != len(names):
         raise ValueError(f"function {func.name}: iteration names must be unique, got {names}")
-    body = []
+    lowered = {it.name: _IterationLowering(it, func.idtype).lower() for it in func.iterations}
+    groups = {names[0]: (names, disjoint) for names, disjoint in func.fused_groups}
+    body, done = [], set()
     for it in func.iterations:
-        body.extend(_IterationLowering(it, func.idtype).lower())
+        if it.name in done:
+            continue
+        if it.name in groups:
+            names, disjoint = groups[it.name]
+            members = [lowered[name] for name in names]
+            body.extend(node for nodes in members for node in nodes[:-1])  # fills run first
+            body.append(_fuse(f"{it.name}_fused", [nodes[-1] for nodes in members], disjoint))
+            done |= set(names)
+        else:
+            body.extend(lowered[it.name])
     return Stage2Function(func.name, func.buffers, func.axes, func.size_vars, func.idtype, body)
+
+
+def _fuse(name: str, tops: list, disjoint: bool) -> FusedGroup:
+    """One loop over the members' outer loops; each member keeps the rest of its nest."""
+    offsets, extents, members, outer_vars = [], [], [], []
+    offset = 0
+    for top in tops:
+        outer = top.loops[0]
+        offsets.append(offset)
+        extents.append(outer.extent)
+        outer_vars.append(outer.var)
+        offset = offset + outer.extent
+        members.append(Block(top.name, top.loops[1:], top.searches, top.init, top.body, top.parallel_safe))
+    safe = disjoint and all(top.parallel_safe for top in tops)
+    var = tirx.Var("g", str(tops[0].loops[0].var.ty))
+    return FusedGroup(name, var, outer_vars, offsets, extents, members, parallel_safe=safe)
 
 
 class _IterationLowering:

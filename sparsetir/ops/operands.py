@@ -1,16 +1,21 @@
-"""Shared checks and kernel construction for the user-level ops."""
+"""Shared pieces of the user-level ops: operand checks, format composition, kernel construction."""
 
 from __future__ import annotations
 
 import json
 import time
 
+
 from ..backend import build, device_of, normalize_target
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
+from ..runtime.slot_layout import SlotLayout
 from ..runtime.validate import dtype_name
+from ..transform import format_decompose, horizontal_fuse
 
 DEVICE_DTYPES = {"cpu": ("float32", "float64"), "cuda": ("float16", "float32", "float64")}
+# knobs the ops consume themselves; the rest go to the schedule template
+FORMAT_KNOBS = ("horizontal_fuse",)
 _compiled: dict[tuple, object] = {}
 
 
@@ -41,24 +46,63 @@ def resolve_dtype(dtype, values_dtype, device: str) -> str:
     return dtype
 
 
+def compose_format(func, fmt, source, device: str, *, fuse=None, disjoint_outputs: bool = False):
+    """Rewrite a CSR op into ``fmt``'s sub-formats and, if asked, fuse them horizontally.
+
+    ``fuse``: run the sub-formats as one loop (default: on CUDA, one launch). On the CPU that
+    loop is one parallel region, refused when sub-formats write the same output rows.
+    """
+    rules = fmt.rewrite_rules(source, device)
+    if not rules:
+        if fuse:
+            raise ValueError(f"horizontal_fuse needs a format with several sub-formats, not {fmt!r}")
+        return func
+    (iteration,) = func.iterations
+    func = format_decompose(func, rules)
+    fuse = device == "cuda" if fuse is None else bool(fuse)
+    if fuse and len(rules) > 1:
+        disjoint = disjoint_outputs or fmt.rows_disjoint()
+        if device == "cpu" and not disjoint:
+            raise ValueError(f"{fmt!r}: its sub-formats write the same output rows, so one parallel region "
+                             f"would race; use horizontal_fuse=False (they then run one after another)")
+        func = horizontal_fuse(func, [f"{iteration.name}_{rule.name}" for rule in rules], disjoint=disjoint)
+    return func
+
+
 def compiled_function(op: str, make_function, fmt, feat: int, dtype: str, idtype: str, target: dict, knobs: dict):
     """Compile (once per process and key) the Stage I function ``make_function()`` builds."""
     key = (op, fmt.structure_key(), feat, dtype, idtype, json.dumps(target, sort_keys=True),
            tuple(sorted(knobs.items())))
     if key not in _compiled:
-        _compiled[key] = build(make_function(), target, **knobs)
+        schedule_knobs = {k: v for k, v in knobs.items() if k not in FORMAT_KNOBS}
+        _compiled[key] = build(make_function(), target, **schedule_knobs)
     return _compiled[key]
 
 
-def make_kernel(op: str, make_function, fmt, matrix, *, feat, dtype, idtype, target, knobs, inputs, output,
-                convert_s: float) -> Kernel:
-    """Bind a compiled op to ``matrix``'s structure; records conversion and compile times."""
+def make_kernel(op: str, make_function, fmt, matrix, *, feat, dtype, idtype, target, device, knobs, inputs,
+                output, convert_s: float, output_per_slot: bool = False) -> Kernel:
+    """Bind a compiled op to ``matrix``'s structure; records conversion and compile times.
+
+    ``output_per_slot``: the op's output has A's pattern (SDDMM), so a decomposed kernel writes
+    one output per sub-format, gathered back into CSR order.
+    """
     started = time.perf_counter()
     function = compiled_function(op, make_function, fmt, feat, dtype, idtype, target, knobs)
     compile_s = time.perf_counter() - started
-    spec = {"op": op, "format": fmt.name, "feat": feat, "dtype": dtype, "index_dtype": idtype,
-            "inputs": inputs, "output": output, "values": "A"}
-    kernel = Kernel(function, spec, {**fmt.bind(matrix), "A": matrix.values}, fmt.sizes(matrix))
+    bound = fmt.bind(matrix, ["A"], device)
+    suffixes = fmt.slot_keys()
+    layout = None
+    if suffixes:
+        positions = matrix.slot_positions()
+        value_slots = {f"A_{s}": positions[key].reshape(bound[f"A_{s}"].shape) for s, key in suffixes}
+        output_slots = ({f"{output}_{s}": value_slots[f"A_{s}"] for s, _ in suffixes} if output_per_slot else {})
+        layout = SlotLayout(matrix.nnz, value_slots, output_slots)
+        values, outputs = list(value_slots), list(output_slots) or [output]
+    else:
+        values, outputs = ["A"], [output]
+    spec = {"op": op, "format": repr(fmt), "feat": feat, "dtype": dtype, "index_dtype": idtype,
+            "inputs": inputs, "outputs": outputs, "values": values}
+    kernel = Kernel(function, spec, bound, fmt.sizes(matrix), layout)
     kernel.timings = {"convert_s": convert_s, "compile_s": compile_s}
     return kernel
 
@@ -66,3 +110,12 @@ def make_kernel(op: str, make_function, fmt, matrix, *, feat, dtype, idtype, tar
 def target_and_device(target) -> tuple[dict, str]:
     target = normalize_target(target)
     return target, device_of(target)
+
+
+def resolved_format(fmt, matrix):
+    """A format with its matrix-dependent parameters (ELL width, hyb buckets) filled in."""
+    from ..formats import parse_format
+
+    return parse_format(fmt).resolve(matrix)
+
+

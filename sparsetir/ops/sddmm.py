@@ -1,7 +1,9 @@
 """SDDMM, ``A.data * (X[i] . Y[j])`` on A's pattern, composed from the IR (no template).
 
-Stage I: ``C[i, j] += A[i, j] * X[i, k] * Y[j, k]`` over ``[I, J, K]`` with kinds
-"SSR", then ``sparse_fuse(I, J)``: one parallel loop over the non-zeros.
+Stage I over CSR: ``C[i, j] += A[i, j] * X[i, k] * Y[j, k]`` over ``[I, J, K]`` with
+kinds "SSR", then ``sparse_fuse(I, J)``: one parallel loop over the non-zeros. Other
+formats rewrite it with ``format_decompose``; each sub-format writes its own output,
+gathered back into CSR order.
 """
 
 from __future__ import annotations
@@ -11,19 +13,25 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from ..formats import parse_format, read_sparse_input
+from ..formats import CSR, read_sparse_input
 from ..formats.csr import choose_index_dtype
-from ..ir import SparseBuffer, SparseFunction, dense_fixed, size_vars, sparse_iteration
+from ..formats.structure import SourceAxes
+from ..ir import SparseBuffer, SparseFunction, dense_fixed, size_vars, sparse_iteration, sparse_variable
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
 from ..transform import sparse_fuse
-from .operands import check_dense_operand, check_feat, make_kernel, resolve_dtype, target_and_device
+from .operands import (check_dense_operand, check_feat, compose_format, make_kernel, resolve_dtype,
+                       resolved_format, target_and_device)
+
+SDDMM_FORMATS = ("csr", "ell", "bsr", "hyb")
 
 
-def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32") -> SparseFunction:
-    """The Stage I SDDMM for ``fmt`` with ``feat``-long rows in X and Y, rows and columns fused."""
+def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
+                   horizontal_fuse=None) -> SparseFunction:
+    """The Stage I SDDMM in ``fmt`` with ``feat``-long rows in X and Y (CSR: rows and columns fused)."""
     m, n, nnz = size_vars("m n nnz", idtype)
-    rows, cols = fmt.axes(m, n, nnz)
+    rows = dense_fixed("I", m, idtype)
+    cols = sparse_variable("J", rows, n, nnz)
     dense_cols = dense_fixed("J_", n, idtype)
     features = dense_fixed("K", feat, idtype)
     A = SparseBuffer("A", (rows, cols), dtype)
@@ -35,28 +43,35 @@ def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32"
     def sddmm(i, j, k):
         C[i, j] += A[i, j] * X[i, k] * Y[j, k]
 
-    return sparse_fuse(SparseFunction("sddmm", [sddmm], params=[A, X, Y, C]), [rows, cols])
+    func = SparseFunction("sddmm", [sddmm], params=[A, X, Y, C])
+    if isinstance(fmt, CSR):
+        return sparse_fuse(func, [rows, cols])
+    return compose_format(func, fmt, SourceAxes(rows, cols, [A, C], "S", "S"), device, fuse=horizontal_fuse,
+                          disjoint_outputs=True)
 
 
 def compile_sddmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtype=None, **knobs) -> Kernel:
     """Compile SDDMM for A's structure (duplicates summed); call as ``kernel(X, Y, out=None, values=None)``.
 
-    The output holds one value per stored entry of the canonical A (``kernel.structure()``).
+    The output holds one value per stored entry of the canonical A (``kernel.matrix``), in CSR order.
     """
     feat = check_feat(feat)
-    fmt = parse_format(format)
     target, device = target_and_device(target)
     started = time.perf_counter()
     matrix = read_sparse_input(A, canonical=True)
+    fmt = resolved_format(format, matrix)
+    if fmt.name not in SDDMM_FORMATS:
+        raise ValueError(f"sddmm supports the formats {SDDMM_FORMATS}, not {fmt!r}")
     dtype = resolve_dtype(dtype, matrix.values.dtype, device)
     m, n = matrix.shape
     idtype = choose_index_dtype(m + 1, n + 1, matrix.nnz, m * feat, n * feat, requested=index_dtype)
     converted = fmt.convert(matrix, dtype=dtype, index_dtype=idtype)
     convert_s = time.perf_counter() - started
-    kernel = make_kernel("sddmm", lambda: sddmm_function(fmt, feat, dtype, idtype), fmt, converted, feat=feat,
-                         dtype=dtype, idtype=idtype, target=target, knobs=knobs, inputs=["X", "Y"], output="C",
-                         convert_s=convert_s)
-    kernel.matrix = converted
+    fuse = knobs.get("horizontal_fuse")
+    kernel = make_kernel("sddmm", lambda: sddmm_function(fmt, feat, dtype, idtype, device, fuse), fmt,
+                         converted, feat=feat, dtype=dtype, idtype=idtype, target=target, device=device,
+                         knobs=knobs, inputs=["X", "Y"], output="C", convert_s=convert_s, output_per_slot=True)
+    kernel.matrix = matrix
     return kernel
 
 

@@ -2,7 +2,9 @@
 
 The structure (indptr, indices, sizes) was validated once when the kernel was
 made; each call checks only the dense operands, so calls are cheap. Values are a
-runtime argument: ``kernel(B, values=new_values)`` needs no recompile.
+runtime argument: ``kernel(B, values=new_values)`` needs no recompile. For a
+format that splits A over several value arrays, a :class:`SlotLayout` moves
+values in, and per-non-zero results out, in CSR order.
 """
 
 from __future__ import annotations
@@ -15,22 +17,26 @@ import numpy as np
 from .function import CompiledFunction, sidecar
 from .marshal import aligned_empty, is_torch
 from .signature import evaluate
+from .slot_layout import SlotLayout
 from .validate import check_dense, dtype_name
 
 
 class Kernel:
-    """``spec``: op, inputs (parameter names in call order), output, values (parameter name)."""
+    """``spec``: op, inputs (parameter names in call order), outputs and values (parameter names)."""
 
-    def __init__(self, function: CompiledFunction, spec: dict, bound: dict, sizes: dict):
+    def __init__(self, function: CompiledFunction, spec: dict, bound: dict, sizes: dict,
+                 layout: SlotLayout | None = None):
         self.function = function
         self.spec = spec
         self.sizes = dict(sizes)
+        self.layout = layout
         self._bound = dict(bound)  # structure arrays and default values, by parameter name
         self._prepared: dict | None = None  # the same, converted once for the kernel
+        self._scratch: dict | None = None  # per-slot outputs of a decomposed kernel, reused
         params = {p["name"]: p for p in function.signature.params}
-        self._shape = {name: tuple(evaluate(e, self.sizes) for e in params[name]["shape"])
-                       for name in [*spec["inputs"], spec["output"], spec["values"]]}
-        self._dtype = {name: params[name]["dtype"] for name in self._shape}
+        names = [*spec["inputs"], *spec["outputs"], *spec["values"]]
+        self._shape = {name: tuple(evaluate(e, self.sizes) for e in params[name]["shape"]) for name in names}
+        self._dtype = {name: params[name]["dtype"] for name in names}
 
     @property
     def source(self) -> str:
@@ -41,8 +47,14 @@ class Kernel:
     def device(self) -> str:
         return self.function.device
 
+    @property
+    def dtype(self) -> str:
+        return self.spec["dtype"]
+
     def output_shape(self) -> tuple:
-        return self._shape[self.spec["output"]]
+        if self.layout is not None and self.layout.outputs:
+            return (self.layout.nnz,)
+        return self._shape[self.spec["outputs"][0]]
 
     def __call__(self, *inputs, out=None, values=None):
         names = self.spec["inputs"]
@@ -56,47 +68,68 @@ class Kernel:
         arrays = dict(zip(names, inputs))
         prepared = self._structure()
         if values is not None:
-            arrays[self.spec["values"]] = self._coerce_values(values)
-            prepared = {k: v for k, v in prepared.items() if k != self.spec["values"]}
-        output = self.spec["output"]
+            new_values = self._coerce_values(values)
+            prepared = {k: v for k, v in prepared.items() if k not in new_values}
+            arrays.update(new_values)
         if out is None:
-            out = _empty_like(inputs[0], self._shape[output], self._dtype[output])
+            out = _empty_like(inputs[0], self.output_shape(), self.dtype)
         else:
             _check_array_type(out, "out")
-            check_dense(out, name="out", shape=self._shape[output], dtype=self._dtype[output])
-        arrays[output] = out
-        self.function.invoke(arrays, self.sizes, prepared)
+            check_dense(out, name="out", shape=self.output_shape(), dtype=self.dtype)
+        if self.layout is not None and self.layout.outputs:
+            scratch = self._outputs_like(inputs[0])
+            arrays.update(scratch)
+            self.function.invoke(arrays, self.sizes, prepared)
+            self.layout.gather_outputs(scratch, out)
+        else:
+            arrays[self.spec["outputs"][0]] = out
+            self.function.invoke(arrays, self.sizes, prepared)
         return out
 
     def _structure(self) -> dict:
         """The bound arrays converted for the kernel once (moved to the GPU for CUDA kernels)."""
         if self._prepared is None:
-            bound = self._bound
-            if self.device == "cuda":
-                import torch
-
-                bound = {k: torch.as_tensor(v).cuda() for k, v in bound.items()}
-            self._prepared = self.function.prepare(bound, self.sizes)
+            self._prepared = self.function.prepare(self._on_device(self._bound), self.sizes)
         return self._prepared
 
-    def _coerce_values(self, values):
-        name = self.spec["values"]
-        _check_array_type(values, "values")
-        expected = self._shape[name]
-        if tuple(values.shape) != expected:
-            raise ValueError(f"values has shape {tuple(values.shape)}, expected {expected} (one per non-zero)")
-        if dtype_name(values) == self._dtype[name]:
-            return values
-        if is_torch(values):
-            import torch
+    def _on_device(self, arrays: dict) -> dict:
+        if self.device != "cuda":
+            return arrays
+        import torch
 
-            return values.to(getattr(torch, self._dtype[name]))
-        return values.astype(self._dtype[name])
+        return {k: torch.as_tensor(v).cuda() for k, v in arrays.items()}
+
+    def _outputs_like(self, reference) -> dict:
+        if self._scratch is None or any(is_torch(a) != is_torch(reference) for a in self._scratch.values()):
+            self._scratch = {name: _empty_like(reference, self._shape[name], self._dtype[name])
+                             for name in self.spec["outputs"]}
+        return self._scratch
+
+    def _coerce_values(self, values) -> dict:
+        """New non-zero values (CSR order), cast to the kernel dtype, by value parameter."""
+        _check_array_type(values, "values")
+        nnz = self.layout.nnz if self.layout is not None else self._shape[self.spec["values"][0]][0]
+        if tuple(values.shape) != (nnz,):
+            raise ValueError(f"values has shape {tuple(values.shape)}, expected ({nnz},) (one per non-zero)")
+        if self.layout is not None:
+            return self._on_device(self.layout.scatter_values(values, self.dtype))
+        if dtype_name(values) != self.dtype:
+            if is_torch(values):
+                import torch
+
+                values = values.to(getattr(torch, self.dtype))
+            else:
+                values = values.astype(self.dtype)
+        return {self.spec["values"][0]: values}
 
     def export(self, path) -> Path:
         """Write the library to ``path``; beside it ``<path>.json`` (manifest) and ``<path>.npz`` (structure)."""
-        path = self.function.export(path, kernel={"spec": self.spec, "sizes": self.sizes})
-        np.savez(sidecar(path, ".npz"), **{k: _host(v) for k, v in self._bound.items()})
+        nnz = None if self.layout is None else self.layout.nnz
+        path = self.function.export(path, kernel={"spec": self.spec, "sizes": self.sizes, "nnz": nnz})
+        arrays = {k: _host(v) for k, v in self._bound.items()}
+        if self.layout is not None:
+            arrays.update(self.layout.arrays())
+        np.savez(sidecar(path, ".npz"), **arrays)
         return path
 
     def __repr__(self) -> str:
@@ -111,8 +144,11 @@ def load_kernel(path) -> Kernel:
     if "kernel" not in meta:
         raise ValueError(f"{path} holds a compiled function, not a bound kernel")
     with np.load(sidecar(path, ".npz"), allow_pickle=False) as arrays:
-        bound = {name: arrays[name] for name in arrays.files}
-    return Kernel(function, meta["kernel"]["spec"], bound, meta["kernel"]["sizes"])
+        everything = {name: arrays[name] for name in arrays.files}
+    kernel = meta["kernel"]
+    layout = None if kernel["nnz"] is None else SlotLayout.from_arrays(kernel["nnz"], everything)
+    bound = {k: v for k, v in everything.items() if not k.startswith("__")}
+    return Kernel(function, kernel["spec"], bound, kernel["sizes"], layout)
 
 
 def _check_array_type(array, name: str) -> None:

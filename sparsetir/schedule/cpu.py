@@ -11,14 +11,15 @@ Knobs:
 from __future__ import annotations
 
 import tvm
-from tvm import s_tir, tirx
+from tvm import tirx
 
 from .nest import (
     SPATIAL,
+    apply_or_force,
     constant_extent,
     dtype_bytes,
     first_reduce_index,
-    force_parallel,
+    force_loop_kinds,
     has_init,
     is_fill,
     is_parallel_safe,
@@ -42,7 +43,7 @@ def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parall
     if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 0:
         raise ValueError(f"unroll must be an int >= 0, got {unroll!r}")
     sch = new_schedule(func)
-    forced = set()
+    forced: dict = {}  # loop var -> ForKind, set after scheduling where TVM's checks refuse
     for nest in nests(sch):
         if is_fill(sch, nest):
             loops = sch.get_loops(nest.top)
@@ -54,20 +55,19 @@ def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parall
             i: first_reduce_index(sch, block) for i, block in enumerate(nest.blocks) if has_init(sch, block)
         }
         if parallel and iter_kinds(sch, nest.top)[0] == SPATIAL:
-            try:
-                sch.parallel(sch.get_loops(nest.top)[0])
-            except s_tir.ScheduleError:  # accumulation without init: TVM cannot prove it race-free
-                if is_parallel_safe(sch, nest.top):
-                    forced.add(sch.get(nest.top).name_hint)
+            outer = sch.get_loops(nest.top)[0]
+            # accumulation without an init: TVM cannot prove the loop race-free, the lowering can
+            apply_or_force(sch, sch.parallel, outer, tirx.ForKind.PARALLEL, forced,
+                           allowed=is_parallel_safe(sch, nest.top))
         for leaf in nest.leaves:
-            _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll)
+            _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll, forced)
         for i, index in decompose_at.items():
             block = nest.blocks[i]
             sch.decompose_reduction(block, sch.get_loops(block)[index])
-    return force_parallel(sch.mod, forced)
+    return force_loop_kinds(sch.mod, forced)
 
 
-def _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll) -> None:
+def _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll, forced) -> None:
     last = len(iter_kinds(sch, leaf)) - 1
     if last < 0 or iter_kinds(sch, leaf)[last] != SPATIAL or (parallel and leaf is nest.top and last == 0):
         return
@@ -78,6 +78,7 @@ def _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll) -> 
     if width <= 1:
         return
     outer, inner = sch.split(sch.get_loops(leaf)[-1], [None, width])
-    sch.vectorize(inner)
+    # safe: a spatial loop whose every store is indexed by it in the last dimension
+    apply_or_force(sch, sch.vectorize, inner, tirx.ForKind.VECTORIZED, forced)
     if 1 < extent // width <= unroll:
-        sch.unroll(outer)
+        apply_or_force(sch, sch.unroll, outer, tirx.ForKind.UNROLLED, forced)

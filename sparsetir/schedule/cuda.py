@@ -18,8 +18,10 @@ from tvm import tirx
 
 from .nest import (
     SPATIAL,
+    apply_or_force,
     constant_extent,
     first_reduce_index,
+    force_loop_kinds,
     has_atomics,
     has_init,
     is_fill,
@@ -40,10 +42,11 @@ def schedule_cuda(func: tirx.PrimFunc, *, rows_per_block: int = 4, lanes: int = 
         if not isinstance(value, int) or value < 1 or value > 1024:
             raise ValueError(f"{knob} must be an int in [1, 1024], got {value!r}")
     sch = new_schedule(func)
+    forced: dict = {}  # loop var -> thread tag / ForKind, set after scheduling where TVM's checks refuse
     for nest in nests(sch):
         if is_fill(sch, nest):
             loops = sch.get_loops(nest.top)
-            _bind_threads(sch, sch.fuse(*loops) if len(loops) > 1 else loops[0], threads)
+            _bind_threads(sch, sch.fuse(*loops) if len(loops) > 1 else loops[0], threads, forced)
             continue
         if iter_kinds(sch, nest.top)[0] != SPATIAL:
             raise ValueError(
@@ -52,22 +55,28 @@ def schedule_cuda(func: tirx.PrimFunc, *, rows_per_block: int = 4, lanes: int = 
         if all(_is_feature_leaf(sch, nest, leaf) for leaf in nest.leaves) and not any(
                 has_init(sch, b) for b in nest.blocks if b not in nest.leaves):
             row_outer, row_inner = sch.split(sch.get_loops(nest.top)[0], [None, rows_per_block])
-            sch.bind(row_outer, "blockIdx.x")
-            sch.bind(row_inner, "threadIdx.y")
+            _bind(sch, row_outer, "blockIdx.x", forced)
+            _bind(sch, row_inner, "threadIdx.y", forced)
             for leaf in nest.leaves:
-                _feature_lanes(sch, leaf, lanes)
+                _feature_lanes(sch, leaf, lanes, forced)
         else:
             decompose_at = {b: first_reduce_index(sch, b) for b in nest.blocks if has_init(sch, b)}
-            _bind_threads(sch, sch.get_loops(nest.top)[0], threads)
+            _bind_threads(sch, sch.get_loops(nest.top)[0], threads, forced)
             for block, index in decompose_at.items():
                 sch.decompose_reduction(block, sch.get_loops(block)[index])
-    return sch.mod
+    return force_loop_kinds(sch.mod, forced)
 
 
-def _bind_threads(sch, loop, threads: int) -> None:
+def _bind(sch, loop, tag: str, forced: dict) -> None:
+    """Bind ``loop`` to ``tag``; the lowering guarantees the nests' iterations write apart
+    (or write atomically), so a refusal by TVM's dataflow check is overridden."""
+    apply_or_force(sch, lambda l: sch.bind(l, tag), loop, tag, forced)
+
+
+def _bind_threads(sch, loop, threads: int, forced: dict) -> None:
     outer, inner = sch.split(loop, [None, threads])
-    sch.bind(outer, "blockIdx.x")
-    sch.bind(inner, "threadIdx.x")
+    _bind(sch, outer, "blockIdx.x", forced)
+    _bind(sch, inner, "threadIdx.x", forced)
 
 
 def _is_feature_leaf(sch, nest, leaf) -> bool:
@@ -77,7 +86,7 @@ def _is_feature_leaf(sch, nest, leaf) -> bool:
             and constant_extent(sch, leaf, last) is not None and writes_contiguously(sch, leaf, last))
 
 
-def _feature_lanes(sch, leaf, lanes: int) -> None:
+def _feature_lanes(sch, leaf, lanes: int, forced: dict) -> None:
     """Feature loop to ``threadIdx.x`` lanes, each owning a contiguous chunk kept in registers."""
     extent = constant_extent(sch, leaf, len(iter_kinds(sch, leaf)) - 1)
     reduce_index = first_reduce_index(sch, leaf) if has_init(sch, leaf) else None
@@ -86,10 +95,10 @@ def _feature_lanes(sch, leaf, lanes: int) -> None:
     leaf_loops = sch.get_loops(leaf)
     lane, chunk = sch.split(leaf_loops[-1], [lane_count, None])
     sch.reorder(lane, *leaf_loops[:-1], chunk)
-    sch.bind(lane, "threadIdx.x")
+    _bind(sch, lane, "threadIdx.x", forced)
     chunk_size = extent // lane_count
     if vectorize and chunk_size in VECTOR_CHUNKS:
-        sch.vectorize(chunk)
+        apply_or_force(sch, sch.vectorize, chunk, tirx.ForKind.VECTORIZED, forced)
     if reduce_index is not None:
         write_back = sch.cache_write(leaf, 0, "local")
         sch.reverse_compute_at(write_back, lane)

@@ -39,10 +39,18 @@ def new_schedule(func: tirx.PrimFunc) -> s_tir.Schedule:
     return sch
 
 
+SCOPE_SUFFIX = "_scope"
+
+
 def nests(sch: s_tir.Schedule) -> list[Nest]:
-    """Top-level nests, in program order."""
+    """Top-level nests, in program order (looking through the per-nest scope blocks)."""
     out = []
-    for top in sch.get_child_blocks(sch.get_sblock("root")):
+    tops = []
+    for child in sch.get_child_blocks(sch.get_sblock("root")):
+        block = sch.get(child)
+        is_scope = not block.iter_vars and block.name_hint.endswith(SCOPE_SUFFIX)
+        tops.extend(sch.get_child_blocks(child) if is_scope else [child])
+    for top in tops:
         blocks, leaves, todo = [], [], [top]
         while todo:
             block = todo.pop(0)
@@ -117,6 +125,17 @@ def dtype_bytes(dtype: str) -> int:
     return max(1, int("".join(ch for ch in dtype if ch.isdigit()) or 32) // 8)
 
 
+def apply_or_force(sch, primitive, loop, kind, forced: dict, *, allowed: bool = True) -> None:
+    """``primitive(loop)``, or, where TVM refuses a block that accumulates without an init and the
+    transformation is known to be safe, record ``kind`` for ``force_loop_kinds`` after scheduling."""
+    try:
+        primitive(loop)
+    except s_tir.ScheduleError:
+        if not allowed:
+            return
+        forced[sch.get(loop).loop_var] = kind
+
+
 def largest_power_of_two_dividing(value: int, cap: int) -> int:
     width = 1
     while width * 2 <= cap and value % (width * 2) == 0:
@@ -124,24 +143,25 @@ def largest_power_of_two_dividing(value: int, cap: int) -> int:
     return width
 
 
-def force_parallel(mod: tvm.IRModule, block_names: set) -> tvm.IRModule:
-    """Mark the outermost loop above each named top-level block parallel.
+def force_loop_kinds(mod: tvm.IRModule, kinds: dict) -> tvm.IRModule:
+    """Set the kind (a ``ForKind``, or a thread tag to bind) of the loops whose variables are the keys.
 
-    For nests the lowering proved race-free (``PARALLEL_SAFE_ATTR``) but whose
-    accumulation without an init TVM's ``parallel`` primitive refuses.
+    For loops the lowering proved safe (``PARALLEL_SAFE_ATTR``, or a spatial feature loop with
+    contiguous writes) where TVM's primitives refuse blocks that accumulate without an init.
     """
-
-    def top_block_name(loop) -> str | None:
-        node = loop
-        while isinstance(node, tirx.For):
-            node = node.body
-        return node.block.name_hint if isinstance(node, s_tir.SBlockRealize) else None
+    if not kinds:
+        return mod
 
     def on_for(loop, mutator):
-        if top_block_name(loop) in block_names:
-            return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.PARALLEL, loop.body,
-                            loop.thread_binding, loop.annotations)
-        return mutator.default_mutate(loop)
+        loop = mutator.default_mutate(loop)
+        kind = next((k for var, k in kinds.items() if var.same_as(loop.loop_var)), None)
+        if kind is None:
+            return loop
+        binding = loop.thread_binding
+        if isinstance(kind, str):  # a thread tag such as "threadIdx.x"
+            dom = tvm.ir.Range.from_min_extent(loop.min, loop.extent)
+            binding = tirx.IterVar(dom, tirx.Var(kind, str(loop.loop_var.ty)), tirx.IterVar.ThreadIndex, kind)
+            kind = tirx.ForKind.THREAD_BINDING
+        return tirx.For(loop.loop_var, loop.min, loop.extent, kind, loop.body, binding, loop.annotations)
 
     return tvm_ffi.structural_mutate(mod, [(tirx.For, on_for)])
-

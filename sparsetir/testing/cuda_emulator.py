@@ -200,6 +200,8 @@ template <class A, class B> static inline auto min(A a, B b) -> decltype(a + b) 
 template <class A, class B> static inline auto max(A a, B b) -> decltype(a + b) { return a < b ? b : a; }
 // Atomics: no concurrency here, so a plain read-modify-write that returns the old value.
 template <class T, class U> static inline T atomicAdd(T* p, U v) { T old = *p; *p = (T)(old + v); return old; }
+// TVM wraps atomicAdd in a helper defined in the part of the source the emulator drops
+template <class T> static inline T tvm_builtin_cuda_atomic_add(T* p, T v) { return atomicAdd(p, v); }
 template <class T, class U> static inline T atomicSub(T* p, U v) { T old = *p; *p = (T)(old - v); return old; }
 template <class T, class U> static inline T atomicMax(T* p, U v) { T old = *p; if (old < (T)v) *p = (T)v; return old; }
 template <class T, class U> static inline T atomicMin(T* p, U v) { T old = *p; if ((T)v < old) *p = (T)v; return old; }

@@ -1,6 +1,9 @@
-"""Stage I transformations: ``sparse_reorder`` and ``sparse_fuse``."""
+"""Stage I transformations: ``sparse_reorder``, ``sparse_fuse``, ``format_decompose``, ``horizontal_fuse``;
+and ``specialize`` on Stage III."""
 
+from .decompose import FormatRewriteRule, format_decompose
 from .fuse import sparse_fuse
+from .horizontal_fuse import horizontal_fuse
 from .reorder import sparse_reorder
 
-__all__ = ["sparse_fuse", "sparse_reorder"]
+__all__ = ["FormatRewriteRule", "format_decompose", "horizontal_fuse", "sparse_fuse", "sparse_reorder"]

@@ -1,0 +1,59 @@
+"""Where a decomposed kernel keeps each non-zero of A, so values and results cross in CSR order.
+
+A format splits A's non-zeros over several value arrays (ELL part and remainder, hyb
+buckets, blocks), with padding. For each such kernel parameter this keeps the CSR
+position of every slot (-1 for padding), shaped like the parameter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .marshal import is_torch
+
+VALUES_PREFIX = "__values__"
+OUTPUTS_PREFIX = "__outputs__"
+
+
+class SlotLayout:
+    """``values``/``outputs``: parameter name -> CSR position of each slot (same shape)."""
+
+    def __init__(self, nnz: int, values: dict, outputs: dict):
+        self.nnz = int(nnz)
+        self.values = dict(values)
+        self.outputs = dict(outputs)
+
+    def scatter_values(self, values, dtype) -> dict:
+        """CSR-ordered ``values`` spread over the value parameters (padding gets 0)."""
+        host = values if isinstance(values, np.ndarray) else values.detach().cpu().numpy()
+        spread = {}
+        for name, position in self.values.items():
+            array = np.zeros(position.shape, dtype=dtype)
+            stored = position >= 0
+            array[stored] = host[position[stored]]
+            spread[name] = array
+        return spread
+
+    def gather_outputs(self, outputs: dict, out) -> None:
+        """Write the per-slot results in ``outputs`` into ``out`` in CSR order."""
+        for name, position in self.outputs.items():
+            stored = position >= 0
+            result = outputs[name]
+            if is_torch(out):
+                import torch
+
+                index = torch.as_tensor(position[stored], device=out.device)
+                out[index] = result[torch.as_tensor(stored, device=result.device)]
+            else:
+                out[position[stored]] = result[stored]
+
+    def arrays(self) -> dict:
+        """The positions, keyed for an ``.npz`` sidecar."""
+        return {**{VALUES_PREFIX + k: v for k, v in self.values.items()},
+                **{OUTPUTS_PREFIX + k: v for k, v in self.outputs.items()}}
+
+    @classmethod
+    def from_arrays(cls, nnz: int, arrays: dict) -> SlotLayout | None:
+        values = {k[len(VALUES_PREFIX):]: v for k, v in arrays.items() if k.startswith(VALUES_PREFIX)}
+        outputs = {k[len(OUTPUTS_PREFIX):]: v for k, v in arrays.items() if k.startswith(OUTPUTS_PREFIX)}
+        return cls(nnz, values, outputs) if values or outputs else None
