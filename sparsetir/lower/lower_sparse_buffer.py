@@ -94,6 +94,7 @@ class _Emitter:
                 "indptr": None if axis.indptr is None else axis.indptr.name,
                 "indices": None if axis.indices is None else axis.indices.name,
                 "sorted": axis.indices is not None and axis.indices.name in self.searched,
+                "distinct": axis.distinct,
             }
             for axis in self.func.axes
         ]

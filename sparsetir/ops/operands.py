@@ -15,7 +15,7 @@ from ..transform import format_decompose, horizontal_fuse
 
 DEVICE_DTYPES = {"cpu": ("float32", "float64"), "cuda": ("float16", "float32", "float64")}
 # knobs the ops consume themselves; the rest go to the schedule template
-FORMAT_KNOBS = ("horizontal_fuse",)
+FORMAT_KNOBS = ("horizontal_fuse", "specialize")
 _compiled: dict[tuple, object] = {}
 
 
@@ -69,13 +69,20 @@ def compose_format(func, fmt, source, device: str, *, fuse=None, disjoint_output
     return func
 
 
-def compiled_function(op: str, make_function, fmt, feat: int, dtype: str, idtype: str, target: dict, knobs: dict):
-    """Compile (once per process and key) the Stage I function ``make_function()`` builds."""
+def compiled_function(op: str, make_function, fmt, feat: int, dtype: str, idtype: str, target: dict, knobs: dict,
+                      sizes: dict):
+    """Compile (once per process and key) the Stage I function ``make_function()`` builds.
+
+    With the knob ``specialize=True`` the matrix's sizes become constants (one kernel per matrix).
+    """
+    bound = dict(sorted(sizes.items())) if knobs.get("specialize") else None
     key = (op, fmt.structure_key(), feat, dtype, idtype, json.dumps(target, sort_keys=True),
-           tuple(sorted(knobs.items())))
+           tuple(sorted(knobs.items())), json.dumps(bound))
     if key not in _compiled:
         schedule_knobs = {k: v for k, v in knobs.items() if k not in FORMAT_KNOBS}
-        _compiled[key] = build(make_function(), target, **schedule_knobs)
+        func = make_function()
+        specialized = {v.name: bound[v.name] for v in func.size_vars if v.name in bound} if bound else None
+        _compiled[key] = build(func, target, specialize=specialized, **schedule_knobs)
     return _compiled[key]
 
 
@@ -87,7 +94,7 @@ def make_kernel(op: str, make_function, fmt, matrix, *, feat, dtype, idtype, tar
     one output per sub-format, gathered back into CSR order.
     """
     started = time.perf_counter()
-    function = compiled_function(op, make_function, fmt, feat, dtype, idtype, target, knobs)
+    function = compiled_function(op, make_function, fmt, feat, dtype, idtype, target, knobs, fmt.sizes(matrix))
     compile_s = time.perf_counter() - started
     bound = fmt.bind(matrix, ["A"], device)
     suffixes = fmt.slot_keys()

@@ -13,7 +13,7 @@ import operator
 
 import numpy as np
 
-from .validate import check_dense, check_indices, check_indptr, check_sorted_rows
+from .validate import check_dense, check_distinct_rows, check_indices, check_indptr, check_sorted_rows
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
 
@@ -100,12 +100,15 @@ class Signature:
             nnz = indices.shape[0] if indices is not None else evaluate(axis["nnz"], sizes)
             check_indptr(indptr, name=axis["indptr"], rows=rows, nnz=nnz)
         if indices is not None:
-            check_indices(indices, name=axis["indices"], length=evaluate(axis["length"], sizes))
+            length = evaluate(axis["length"], sizes)
+            check_indices(indices, name=axis["indices"], length=length)
+            if indptr is None:  # fixed count per parent position (all of them for a root axis)
+                width = evaluate(axis["nnz_cols"], sizes)
+                indptr = np.arange(0, indices.shape[0] + 1, max(width, 1), dtype=np.int64)
             if axis["sorted"]:
-                if indptr is None:
-                    width = evaluate(axis["nnz_cols"], sizes)
-                    indptr = np.arange(0, indices.shape[0] + 1, max(width, 1), dtype=np.int64)
                 check_sorted_rows(indptr, indices, name=axis["indices"])
+            if axis.get("distinct"):
+                check_distinct_rows(indptr, indices, length, name=axis["indices"])
 
 
 def _host(array) -> np.ndarray:

@@ -70,6 +70,16 @@ def check_sorted_rows(indptr: np.ndarray, indices: np.ndarray, *, name: str) -> 
         raise ValueError(f"{name} must be sorted without duplicates within each row (position {at})")
 
 
+def check_distinct_rows(indptr: np.ndarray, indices: np.ndarray, length: int, *, name: str) -> None:
+    """No coordinate repeats within one row (kernels write such rows in parallel)."""
+    if indices.size < 2:
+        return
+    rows = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    keys = rows * max(int(length), 1) + indices.astype(np.int64)
+    if np.unique(keys).size != keys.size:
+        raise ValueError(f"{name} repeats a coordinate within a row, but its axis promises distinct coordinates")
+
+
 def check_dense(array, *, name: str, shape: tuple, dtype) -> None:
     """A dense operand with the expected shape and dtype (numpy or torch).
 

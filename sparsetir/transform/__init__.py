@@ -5,5 +5,6 @@ from .decompose import FormatRewriteRule, format_decompose
 from .fuse import sparse_fuse
 from .horizontal_fuse import horizontal_fuse
 from .reorder import sparse_reorder
+from .specialize import specialize
 
-__all__ = ["FormatRewriteRule", "format_decompose", "horizontal_fuse", "sparse_fuse", "sparse_reorder"]
+__all__ = ["FormatRewriteRule", "format_decompose", "horizontal_fuse", "sparse_fuse", "sparse_reorder", "specialize"]

@@ -1,0 +1,68 @@
+"""The repeated-run race check has teeth: it catches a kernel whose rows are wrongly claimed distinct.
+
+Parallel writes are only allowed where the lowering proves distinct outer iterations write
+disjoint outputs. Lying about distinctness (``distinct=True`` on row ids that repeat) makes
+the CPU kernel race, and the same check the hyb tests use must notice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sparsetir
+from sparsetir import ir
+
+
+def row_accumulation(claim_distinct: bool):
+    """C[row_id[p], k] += sum over slots of A[p, s] * B[col[p, s], k], rows listed per piece."""
+    m, n, pieces = ir.size_vars("m n pieces")
+    I = ir.dense_fixed("I", m)
+    P = ir.sparse_fixed("P", None, m, pieces, distinct=claim_distinct)
+    S = ir.sparse_fixed("S", P, n, 1024)
+    J_ = ir.dense_fixed("J_", n)
+    K = ir.dense_fixed("K", 16)
+    A = ir.SparseBuffer("A", (P, S))
+    B = ir.SparseBuffer("B", (J_, K))
+    C = ir.SparseBuffer("C", (I, K))
+
+    @ir.sparse_iteration([P, S, K], "SRS", init=None)
+    def accumulate(p, s, k):
+        C[p, k] += A[p, s] * B[s, k]
+
+    return sparsetir.build(ir.SparseFunction("accumulate", [accumulate], params=[A, B, C]))
+
+
+def mismatching_runs(kernel, runs: int = 25) -> int:
+    rng = np.random.default_rng(0)
+    pieces, n = 64, 4096
+    rows = np.zeros(pieces, np.int32)  # every piece adds into row 0
+    cols = rng.integers(0, n, size=(pieces, 1024)).astype(np.int32)
+    values = rng.uniform(size=(pieces, 1024)).astype(np.float32)
+    B = rng.uniform(size=(n, 16)).astype(np.float32)
+    want = np.einsum("ps,psk->k", values.astype(np.float64), B[cols].astype(np.float64))
+    bad = 0
+    for _ in range(runs):
+        C = np.zeros((3, 16), np.float32)
+        arrays = {"A": values.reshape(-1), "B": B, "C": C, "P_indices": rows, "S_indices": cols.reshape(-1)}
+        # invoke() skips input validation, which would refuse the false distinctness claim
+        kernel.invoke(arrays, {"m": 3, "n": n, "pieces": pieces})
+        bad += not np.allclose(C[0], want, rtol=1e-4)
+    return bad
+
+
+def test_validation_refuses_repeated_coordinates_on_a_distinct_axis():
+    kernel = row_accumulation(claim_distinct=True)
+    rows = np.zeros(4, np.int32)
+    cols = np.zeros(4 * 1024, np.int32)
+    with pytest.raises(ValueError, match="promises distinct coordinates"):
+        kernel(A=np.zeros(4 * 1024, np.float32), B=np.zeros((8, 16), np.float32), C=np.zeros((3, 16), np.float32),
+               P_indices=rows, S_indices=cols, m=3)
+
+
+def test_the_race_check_catches_falsely_distinct_rows():
+    assert mismatching_runs(row_accumulation(claim_distinct=True)) > 0
+
+
+def test_the_same_kernel_without_the_claim_never_races():
+    assert mismatching_runs(row_accumulation(claim_distinct=False)) == 0
