@@ -185,14 +185,18 @@ class Hyb(Format):
 
         On the CPU, rows are distinct per bucket, so buckets write disjoint rows in parallel; the
         largest bucket, where long rows are split, iterates ``unique rows -> pieces -> slots`` so
-        the pieces of one row stay in one thread. On CUDA the pieces are flat ELL rows and writes
+        the pieces of one row stay in one thread. With one column part every row is in exactly
+        one bucket (empty rows in a bucket of width 0), so each bucket initialises its own rows
+        and no pass zeroes the output first. On CUDA the pieces are flat ELL rows and writes
         that may collide (split rows, or several column parts in one launch) are atomic.
         """
         rows, cols = source.rows, source.cols
         _, col_parts, buckets = self.structure_key()
+        owns_rows = device == "cpu" and col_parts == 1
         rules = []
-        for suffix, (part, bucket) in self.slot_keys():
-            width, last = buckets[bucket], bucket == len(buckets) - 1
+        for suffix, key in self.slot_keys(device):
+            width = 0 if key is None else buckets[key[1]]
+            last = key is not None and key[1] == len(buckets) - 1
             ell_rows = source.size(f"rows_{suffix}")
             if device == "cpu" and last:
                 row_ids = sparse_fixed(f"I_{suffix}", None, rows.length, source.size(f"uniq_{suffix}"),
@@ -206,18 +210,29 @@ class Hyb(Format):
                 slots = sparse_fixed(f"J_{suffix}", row_ids, cols.length, width)
                 loops, roles = (row_ids, slots), "rc"
             atomic = device == "cuda" and (col_parts > 1 or last)
-            rules.append(make_rule(source, suffix, loops, roles,
-                                   lambda v, r=row_ids, s=slots: {rows: v[r], cols: v[s]}, atomic=atomic))
+            rules.append(make_rule(source, suffix, loops, roles, lambda v, r=row_ids, s=slots: {rows: v[r], cols: v[s]},
+                                   atomic=atomic, owns_rows=owns_rows))
         return rules
 
-    def slot_keys(self) -> list:
+    def slot_keys(self, device: str = "cpu") -> list:
+        """(rule suffix, key of its value array in ``slot_arrays()``); the bucket of empty rows has no
+        values (key None) and exists where buckets initialise their own rows (CPU, one column part)."""
         _, col_parts, buckets = self.structure_key()
-        return [(f"p{p}b{b}", (p, b)) for p in range(col_parts) for b in range(len(buckets))]
+        keys = [(f"p{p}b{b}", (p, b)) for p in range(col_parts) for b in range(len(buckets))]
+        if device == "cpu" and col_parts == 1:
+            keys.append(("p0e", None))
+        return keys
 
     def bind(self, matrix: HybMatrix, value_buffers, device: str = "cpu") -> dict:
         params = {}
         last = len(matrix.buckets) - 1
-        for suffix, (part, b) in self.slot_keys():
+        for suffix, key in self.slot_keys(device):
+            if key is None:
+                params[f"I_{suffix}_indices"] = empty_rows(matrix)
+                params[f"J_{suffix}_indices"] = np.zeros(0, dtype=params[f"I_{suffix}_indices"].dtype)
+                params.update(value_params(value_buffers, suffix, np.zeros(0, dtype=matrix_dtype(matrix))))
+                continue
+            part, b = key
             bucket = matrix.parts[part][b]
             if device == "cpu" and b == last:
                 params[f"I_{suffix}_indices"] = bucket.unique_rows
@@ -229,8 +244,8 @@ class Hyb(Format):
         return params
 
     def sizes(self, matrix: HybMatrix) -> dict:
-        sizes = {"m": matrix.shape[0], "n": matrix.shape[1]}
-        for suffix, (part, b) in self.slot_keys():
+        sizes = {"m": matrix.shape[0], "n": matrix.shape[1], "rows_p0e": int(empty_rows(matrix).shape[0])}
+        for suffix, (part, b) in self.slot_keys("cuda"):
             bucket = matrix.parts[part][b]
             sizes[f"rows_{suffix}"] = int(bucket.rows.shape[0])
             sizes[f"uniq_{suffix}"] = int(bucket.unique_rows.shape[0])
@@ -269,6 +284,20 @@ class RowPartSegments:
         rows, parts = np.divmod(key[starts], col_parts)
         return cls(starts, lengths, rows, parts)
 
+
+
+def empty_rows(matrix: HybMatrix) -> np.ndarray:
+    """Rows with no entry in any bucket, ascending."""
+    filled = np.zeros(matrix.shape[0], dtype=bool)
+    for part in matrix.parts:
+        for bucket in part:
+            filled[bucket.unique_rows] = True
+    dtype = matrix.parts[0][0].rows.dtype if matrix.parts and matrix.parts[0] else np.int32
+    return np.flatnonzero(~filled).astype(dtype)
+
+
+def matrix_dtype(matrix: HybMatrix):
+    return matrix.parts[0][0].values.dtype if matrix.parts and matrix.parts[0] else np.float32
 
 
 def checked_buckets(buckets) -> tuple:

@@ -11,9 +11,10 @@ from .iteration import SparseIteration
 
 class SparseFunction:
     """``name``: the kernel symbol. ``params``: buffer order of the compiled signature
-    (default: first use). Metadata arrays of the axes and symbolic sizes follow the buffers."""
+    (default: first use). Metadata arrays of the axes and symbolic sizes follow the buffers.
+    ``fused_groups``: ``(iteration names, disjoint)`` pairs run as one loop (``horizontal_fuse``)."""
 
-    def __init__(self, name: str, iterations, params=None):
+    def __init__(self, name: str, iterations, params=None, fused_groups=()):
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"function name must be an identifier, got {name!r}")
         iterations = [iterations] if isinstance(iterations, SparseIteration) else list(iterations)
@@ -37,11 +38,27 @@ class SparseFunction:
         self.axes = _axes_of(params, iterations)
         self.size_vars = _size_vars_of(self.axes)
         self.idtype = _common_index_dtype(name, self.axes)
+        self.fused_groups = tuple((tuple(names), bool(disjoint)) for names, disjoint in fused_groups)
         self._check_names()
+        self._check_fused_groups()
 
     def with_iterations(self, iterations) -> SparseFunction:
-        """A copy with new iterations (used by transforms); buffers keep their order."""
-        return SparseFunction(self.name, iterations, self.buffers)
+        """A copy with new iterations (used by transforms); buffers and fused groups are kept."""
+        return SparseFunction(self.name, iterations, self.buffers, self.fused_groups)
+
+    def _check_fused_groups(self) -> None:
+        order = [it.name for it in self.iterations]
+        seen: set = set()
+        for names, _ in self.fused_groups:
+            missing = [n for n in names if n not in order]
+            if missing:
+                raise ValueError(f"function {self.name}: fused iterations {missing} do not exist")
+            if seen & set(names):
+                raise ValueError(f"function {self.name}: an iteration is in two fused groups")
+            seen |= set(names)
+            start = order.index(names[0])
+            if tuple(order[start:start + len(names)]) != names:
+                raise ValueError(f"function {self.name}: fused iterations {list(names)} must be consecutive")
 
     def metadata(self) -> list[tirx.Var]:
         """Metadata buffers (indptr/indices) of every axis, in axis order."""

@@ -8,7 +8,9 @@ Write the body as an ordinary Python function over coordinate iterators::
 
 ``+=`` makes an accumulating store (a reduction over the "R" axes); the output
 is first set to ``init`` (0 by default; ``init=None`` accumulates into what the
-output already holds). Plain ``=`` stores need no "R" axis. ``atomic=True`` makes "+="
+output already holds; ``init_scope="written"``: only the elements the spatial loops address
+start from ``init``, for sub-formats that own their rows). Plain ``=`` stores need no "R"
+axis. ``atomic=True`` makes "+="
 stores atomic on CUDA, for iterations whose parallel instances may update the same element
 (sub-formats fused into one launch, split rows).
 """
@@ -26,6 +28,8 @@ from .axis import Axis, FusedAxis, expr_dtype
 from .buffer import SparseBuffer, recording
 
 KINDS = ("S", "R")
+# init scopes: the whole output starts from init, or only the elements the spatial loops address
+OUTPUT, WRITTEN = "output", "written"
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,9 +45,13 @@ class SparseStore:
 class SparseIteration:
     """One sparse iteration. ``groups`` are Axis or FusedAxis loops, outermost first."""
 
-    def __init__(self, name: str, groups, kinds: str, iter_vars, stores, init, buffers, atomic: bool = False):
+    def __init__(self, name: str, groups, kinds: str, iter_vars, stores, init, buffers, atomic: bool = False,
+                 init_scope: str = OUTPUT):
+        if init_scope not in (OUTPUT, WRITTEN):
+            raise ValueError(f"init_scope must be {OUTPUT!r} or {WRITTEN!r}, got {init_scope!r}")
         self.name = name
         self.atomic = atomic
+        self.init_scope = init_scope
         self.groups = tuple(groups)
         self.kinds = kinds
         self.iter_vars = tuple(iter_vars)
@@ -73,7 +81,7 @@ class SparseIteration:
         kinds = kinds if kinds is not None else "".join(self.kind_of(a) for a in new_axes)
         iter_vars = [self.var_of(a) for a in new_axes]
         return SparseIteration(name or self.name, groups, kinds, iter_vars, self.stores, self.init, self.buffers,
-                               self.atomic)
+                               self.atomic, self.init_scope)
 
     def _validate(self) -> None:
         axes = self.axes

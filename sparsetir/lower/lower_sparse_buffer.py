@@ -192,7 +192,8 @@ class _Emitter:
                     offset, size = self._rewrite(offset, {}), self._rewrite(size, {})
                     with T.If(tirx.all(offset <= fused, fused < offset + size)):
                         with T.Then():
-                            self._emit_block(member, {outer: fused - offset})
+                            with T.sblock(f"{member.name}_scope"):  # see emit(): one writer per scope
+                                self._emit_block(member, {outer: fused - offset})
 
     def _emit_store(self, store: Store, scope: dict) -> None:
         self._mark_output(store.buffer)

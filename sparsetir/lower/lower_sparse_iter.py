@@ -41,6 +41,7 @@ from tvm import sym, tirx
 from tvm.ir.expr import TensorLoad
 
 from ..ir.axis import DENSE_FIXED, Axis, FusedAxis
+from ..ir.iteration import WRITTEN
 from ..ir.function import SparseFunction
 from ..ir.iteration import SparseIteration
 from . import offsets
@@ -216,12 +217,15 @@ class _IterationLowering:
             if direct:
                 position = self.position[axis]
                 access.determined |= {self._loop_of(axis)}
+                access.exact.append(True)
             else:
                 coordinate = self._rewrite(index)
                 if not axis.is_sparse:
                     position = coordinate
                     access.guards += self._bounds_guards(index, coordinate, axis)
-                    access.determined |= self._injective_loops(index)
+                    injective = self._injective_loops(index)
+                    access.determined |= injective
+                    access.exact.append(bool(injective))
                 elif not allow_search:
                     raise ValueError(
                         f"iteration {self.it.name}: {buffer.name} is written through axis {axis.name} at a "
@@ -231,6 +235,7 @@ class _IterationLowering:
                     lo, hi = offsets.row_range(axis, parent_offset)
                     found = self._search(FIND, axis.indices, lo, hi, coordinate)
                     access.guards.append(found >= 0)
+                    access.exact.append(False)
                     position = found - lo
             access.positions.append(position)
             parent_offset = self.offset[axis] if direct else offsets.chain_offset(axis, parent_offset, position)
@@ -313,9 +318,14 @@ class _IterationLowering:
             if not store.accumulate or self.it.init is None:
                 continue
             init_value = tirx.const(self.it.init, store.buffer.dtype)
+            # In place: a T.init in the reduction block sets every element the spatial loops
+            # address (each exactly once), then the reduction accumulates onto it.
+            # Non-direct (but exact) targets only where the iteration initialises just what it writes.
+            exact = all(access.direct) or (self.it.init_scope == WRITTEN and all(access.exact))
             in_place = (
                 len(reduction_blocks) == 1
-                and all(access.direct)
+                and exact
+                and not store.predicate
                 and access.determined == spatial_loops
                 and all(block_of[i] <= min(reduction_blocks) for i in spatial_loops)
             )
@@ -332,6 +342,7 @@ class _Access:
     guards: list = field(default_factory=list)  # all must hold for the access to be valid
     direct: list = field(default_factory=list)  # per dimension: indexed by the iteration's own axis
     determined: set = field(default_factory=set)  # loops whose positions the access tells apart
+    exact: list = field(default_factory=list)  # per dimension: an injective function of those loops
 
 
 def _distinct_root(axis: Axis) -> bool:

@@ -6,6 +6,8 @@ import json
 import time
 
 
+import numpy as np
+
 from ..backend import build, device_of, normalize_target
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
@@ -97,11 +99,12 @@ def make_kernel(op: str, make_function, fmt, matrix, *, feat, dtype, idtype, tar
     function = compiled_function(op, make_function, fmt, feat, dtype, idtype, target, knobs, fmt.sizes(matrix))
     compile_s = time.perf_counter() - started
     bound = fmt.bind(matrix, ["A"], device)
-    suffixes = fmt.slot_keys()
+    suffixes = fmt.slot_keys(device) if fmt.name == "hyb" else fmt.slot_keys()
     layout = None
     if suffixes:
         positions = matrix.slot_positions()
-        value_slots = {f"A_{s}": positions[key].reshape(bound[f"A_{s}"].shape) for s, key in suffixes}
+        value_slots = {f"A_{s}": (positions[key] if key is not None else np.zeros(0, np.int64)).reshape(
+            bound[f"A_{s}"].shape) for s, key in suffixes}
         output_slots = ({f"{output}_{s}": value_slots[f"A_{s}"] for s, _ in suffixes} if output_per_slot else {})
         layout = SlotLayout(matrix.nnz, value_slots, output_slots)
         values, outputs = list(value_slots), list(output_slots) or [output]

@@ -47,20 +47,26 @@ def nests(sch: s_tir.Schedule) -> list[Nest]:
     out = []
     tops = []
     for child in sch.get_child_blocks(sch.get_sblock("root")):
-        block = sch.get(child)
-        is_scope = not block.iter_vars and block.name_hint.endswith(SCOPE_SUFFIX)
-        tops.extend(sch.get_child_blocks(child) if is_scope else [child])
+        tops.extend(sch.get_child_blocks(child) if _is_scope(sch, child) else [child])
     for top in tops:
         blocks, leaves, todo = [], [], [top]
         while todo:
             block = todo.pop(0)
-            blocks.append(block)
             children = sch.get_child_blocks(block)
+            if _is_scope(sch, block) and block is not top:
+                todo = list(children) + todo  # a fused member's scope block: look through it
+                continue
+            blocks.append(block)
             if not children:
                 leaves.append(block)
             todo = list(children) + todo
         out.append(Nest(blocks, leaves))
     return out
+
+
+def _is_scope(sch: s_tir.Schedule, block_rv) -> bool:
+    block = sch.get(block_rv)
+    return not block.iter_vars and block.name_hint.endswith(SCOPE_SUFFIX)
 
 
 def iter_kinds(sch: s_tir.Schedule, block) -> list[int]:

@@ -34,6 +34,7 @@ from tvm import tirx
 from tvm.ir.expr import TensorLoad
 
 from ..ir import FusedAxis, SparseBuffer, SparseFunction, SparseIteration, SparseStore, sparse_iteration
+from ..ir.iteration import OUTPUT, WRITTEN
 from .select_iteration import select_iteration
 
 
@@ -44,7 +45,9 @@ class FormatRewriteRule:
     ``coordinates`` receives ``{new axis: its iterator}`` and returns ``{source axis:
     coordinate expression}``. ``atomic``: its accumulations may collide on CUDA.
     ``covers_output``: its row loop is the source row axis itself, so it may initialise
-    outputs the other sub-formats accumulate into.
+    outputs the other sub-formats accumulate into. ``owns_rows``: it alone writes the rows
+    it lists; when every rule owns its rows (together covering each row once), each
+    initialises its own rows and no fill is needed.
     """
 
     name: str
@@ -55,6 +58,7 @@ class FormatRewriteRule:
     coordinates: Callable
     atomic: bool = False
     covers_output: bool = False
+    owns_rows: bool = False
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -84,13 +88,15 @@ def format_decompose(func: SparseFunction, rules, *, iteration: str | None = Non
     shared = list(dict.fromkeys(shared))
     if shared and len(shared) != len({s.buffer for s in it.stores if s.accumulate}):
         raise NotImplementedError(f"iteration {it.name}: outputs mix sub-format buffers and shared buffers")
+    partition = all(rule.owns_rows for rule in rules)
     fills = []
-    if shared and it.init is not None and not rules[0].covers_output:
+    if shared and it.init is not None and not rules[0].covers_output and not partition:
         fills = [_fill_iteration(buffer, it.init, f"{it.name}_{buffer.name}_init") for buffer in shared]
     pieces = []
     for position, rule in enumerate(rules):
-        init = it.init if (not shared or (position == 0 and not fills)) else None
-        pieces.append(_rewrite_iteration(it, rule, init))
+        init = it.init if (not shared or partition or (position == 0 and not fills)) else None
+        scope = WRITTEN if shared and partition else OUTPUT
+        pieces.append(_rewrite_iteration(it, rule, init, scope))
     iterations = list(func.iterations[:index]) + fills + pieces + list(func.iterations[index + 1:])
     params = []
     for buffer in func.buffers:
@@ -113,7 +119,7 @@ def _check_source_run(it: SparseIteration, rule: FormatRewriteRule) -> None:
                          f"of {it.name}, which are {[g.name for g in groups]}")
 
 
-def _rewrite_iteration(it: SparseIteration, rule: FormatRewriteRule, init) -> SparseIteration:
+def _rewrite_iteration(it: SparseIteration, rule: FormatRewriteRule, init, init_scope: str) -> SparseIteration:
     groups = list(it.groups)
     start = groups.index(rule.source_axes[0])
     end = start + len(rule.source_axes)
@@ -160,7 +166,13 @@ def _rewrite_iteration(it: SparseIteration, rule: FormatRewriteRule, init) -> Sp
         stores.append(SparseStore(target, tuple(indices), rewrite(store.value), store.accumulate))
     buffers = [rule.buffers.get(b, b) for b in it.buffers]
     return SparseIteration(f"{it.name}_{rule.name}", new_groups, kinds, iter_vars, stores, init,
-                           list(dict.fromkeys(buffers)), atomic=rule.atomic)
+                           list(dict.fromkeys(buffers)), atomic=rule.atomic and bool(shared_outputs(it, rule)),
+                           init_scope=init_scope)
+
+
+def shared_outputs(it: SparseIteration, rule: FormatRewriteRule) -> list:
+    """Outputs the rule's sub-iteration writes that it does not own (other sub-formats write them too)."""
+    return [s.buffer for s in it.stores if s.accumulate and s.buffer not in rule.buffers]
 
 
 def _flat_len(groups) -> int:
