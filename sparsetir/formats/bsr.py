@@ -82,12 +82,41 @@ class BSRMatrix(BlockMatrix):
 
 
 class BlockFormat(Format):
-    """What BSR and DBSR share: one parameter, the block size (>= 1)."""
+    """What BSR and DBSR share: one parameter, the block size (>= 1), and the block structure."""
 
     param_names = ("block",)
 
     def __init__(self, block):
         self.block = positive_int(block, owner=type(self).__name__, name="block")
+
+    def block_rows_axis(self, source):
+        """The axis of block rows (its name is ``I_<format name>``)."""
+        raise NotImplementedError
+
+    # -- Stage I structure: block rows -> block columns -> rows and columns inside a block -----
+    def rewrite_rules(self, source, device: str) -> list:
+        """``i = io * b + ii`` and ``j = jo * b + ji``; rows and columns past the shape are guarded."""
+        b, suffix = self.block, self.name
+        rows, cols = source.rows, source.cols
+        block_rows = self.block_rows_axis(source)
+        block_cols = sparse_variable(f"J_{suffix}", block_rows, source.size("nb"), source.size("nnzb"))
+        inner_rows = dense_fixed(f"II_{suffix}", b, idtype=source.idtype)
+        inner_cols = dense_fixed(f"JI_{suffix}", b, idtype=source.idtype)
+        loops = (block_rows, block_cols, inner_rows, inner_cols)
+        return [make_rule(source, suffix, loops, "rcrc", lambda v: {
+            rows: v[block_rows] * b + v[inner_rows], cols: v[block_cols] * b + v[inner_cols]})]
+
+    def slot_keys(self) -> list:
+        return [(self.name, "blocks")]
+
+    def bind(self, matrix, value_buffers, device: str = "cpu") -> dict:
+        return {f"J_{self.name}_indptr": matrix.indptr, f"J_{self.name}_indices": matrix.indices,
+                **value_params(value_buffers, self.name, matrix.values)}
+
+    def sizes(self, matrix) -> dict:
+        b = self.block
+        return {"m": matrix.shape[0], "n": matrix.shape[1], "mb": matrix.padded_shape[0] // b,
+                "nb": matrix.padded_shape[1] // b, "nnzb": int(matrix.indices.shape[0])}
 
 
 class BSR(BlockFormat):
@@ -104,27 +133,5 @@ class BSR(BlockFormat):
             indptr.astype(blocks.indices.dtype), blocks.indices, blocks.values, blocks.csr_position,
         )
 
-    # -- Stage I structure: block rows -> block columns -> rows and columns inside a block -----
-    def rewrite_rules(self, source, device: str) -> list:
-        """``i = io * b + ii`` and ``j = jo * b + ji``; rows and columns past the shape are guarded."""
-        b = self.block
-        rows, cols = source.rows, source.cols
-        block_rows = dense_fixed("I_bsr", source.size("mb"), idtype=source.idtype)
-        block_cols = sparse_variable("J_bsr", block_rows, source.size("nb"), source.size("nnzb"))
-        inner_rows = dense_fixed("II_bsr", b, idtype=source.idtype)
-        inner_cols = dense_fixed("JI_bsr", b, idtype=source.idtype)
-        loops = (block_rows, block_cols, inner_rows, inner_cols)
-        return [make_rule(source, "bsr", loops, "rcrc", lambda v: {
-            rows: v[block_rows] * b + v[inner_rows], cols: v[block_cols] * b + v[inner_cols]})]
-
-    def slot_keys(self) -> list:
-        return [("bsr", "blocks")]
-
-    def bind(self, matrix: BSRMatrix, value_buffers, device: str = "cpu") -> dict:
-        return {"J_bsr_indptr": matrix.indptr, "J_bsr_indices": matrix.indices,
-                **value_params(value_buffers, "bsr", matrix.values)}
-
-    def sizes(self, matrix: BSRMatrix) -> dict:
-        b = self.block
-        return {"m": matrix.shape[0], "n": matrix.shape[1], "mb": matrix.padded_shape[0] // b,
-                "nb": matrix.padded_shape[1] // b, "nnzb": int(matrix.indices.shape[0])}
+    def block_rows_axis(self, source):
+        return dense_fixed("I_bsr", source.size("mb"), idtype=source.idtype)

@@ -14,8 +14,7 @@ import numpy as np
 
 from .bsr import BlockFormat, BlockMatrix, block_slots
 from .csr import CSRMatrix
-from ..ir import dense_fixed, sparse_fixed, sparse_variable
-from .structure import make_rule, value_params
+from ..ir import sparse_fixed
 from .slots import exclusive_cumsum
 
 
@@ -52,28 +51,13 @@ class DBSR(BlockFormat):
         )
 
     # -- Stage I structure: BSR whose block rows are a list of the non-empty ones --------------
-    def rewrite_rules(self, source, device: str) -> list:
-        """Block rows ``I_dbsr = sparse_fixed(None, mb, R, distinct)``; ``i = io * b + ii``."""
-        b = self.block
-        rows, cols = source.rows, source.cols
-        block_rows = sparse_fixed("I_dbsr", None, source.size("mb"), source.size("rows_dbsr"),
-                                  idtype=source.idtype, distinct=True)
-        block_cols = sparse_variable("J_dbsr", block_rows, source.size("nb"), source.size("nnzb"))
-        inner_rows = dense_fixed("II_dbsr", b, idtype=source.idtype)
-        inner_cols = dense_fixed("JI_dbsr", b, idtype=source.idtype)
-        loops = (block_rows, block_cols, inner_rows, inner_cols)
-        return [make_rule(source, "dbsr", loops, "rcrc", lambda v: {
-            rows: v[block_rows] * b + v[inner_rows], cols: v[block_cols] * b + v[inner_cols]})]
-
-    def slot_keys(self) -> list:
-        return [("dbsr", "blocks")]
+    def block_rows_axis(self, source):
+        """``I_dbsr = sparse_fixed(None, mb, R, distinct)``: the non-empty block rows."""
+        return sparse_fixed("I_dbsr", None, source.size("mb"), source.size("rows_dbsr"), idtype=source.idtype,
+                            distinct=True)
 
     def bind(self, matrix: DBSRMatrix, value_buffers, device: str = "cpu") -> dict:
-        return {"I_dbsr_indices": matrix.rows, "J_dbsr_indptr": matrix.indptr, "J_dbsr_indices": matrix.indices,
-                **value_params(value_buffers, "dbsr", matrix.values)}
+        return {"I_dbsr_indices": matrix.rows, **super().bind(matrix, value_buffers, device)}
 
     def sizes(self, matrix: DBSRMatrix) -> dict:
-        b = self.block
-        return {"m": matrix.shape[0], "n": matrix.shape[1], "mb": matrix.padded_shape[0] // b,
-                "nb": matrix.padded_shape[1] // b, "rows_dbsr": int(matrix.rows.shape[0]),
-                "nnzb": int(matrix.indices.shape[0])}
+        return {**super().sizes(matrix), "rows_dbsr": int(matrix.rows.shape[0])}
