@@ -1,12 +1,15 @@
 """Registry of the real datasets: where each file lives, its checksum, and how to parse it.
 
-Every entry names files by their path inside the data mirror (laid out like ``shared/data``), with
-the sha256 copied from that folder's ``provenance.txt`` and the canonical URL it came from.
-:func:`load` finds the files, verifies them and parses them into a canonical CSR matrix.
+Every entry names its files by a relative path, the same under each folder searched (laid out
+like ``shared/data``), with the sha256 copied from that folder's ``provenance.txt`` and the
+canonical URL the file came from. :func:`load` finds the files, verifies them and parses them.
 
-Files are looked up, in order, in each directory of :func:`search_dirs`. Today that is only the
-mirror (``$SPARSETIR_DATA_MIRROR``); a cache directory (before it) and a download from
-``DataFile.url`` into that cache (after it) are meant to slot in there without changing ``load``.
+Files are resolved in order (see :mod:`sparsetir.data.resolve`): the download cache, the
+repository's embedded ``data/`` folder, the mirror (``$SPARSETIR_DATA_MIRROR``), and then a
+download from the canonical URL into the cache. The paper's large graphs (``source="download"``)
+are not in the mirror; their digests cannot be known here, so they are recorded as
+``sha256=None`` (*unverified*) and pinned in the cache on first download. Their shapes are
+``None`` too: nothing here has seen them.
 """
 
 from __future__ import annotations
@@ -16,58 +19,83 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import scipy.sparse as sp
 
-from .checksum import verify_sha256
 from .gnn_benchmark_npz import read_gnn_benchmark_npz
 from .graphdata_npz import read_graphdata_npz
+from .kitti_bin import read_kitti_bin
 from .matrix_market import read_matrix_market
-from .mirror import MIRROR_ENV, mirror_dir
+from .networkx_json import read_node_link_splits
+from .ntriples import read_ntriples, read_ntriples_member
+from .ogb_archive import read_ogb_edge_archive, read_ogb_knowledge_graph
 from .planetoid import read_planetoid_graph
+from .rdf_graph import RelationalGraph
+from .resolve import DatasetUnavailableError, locate, search_dirs
+from .scipy_npz import read_scipy_npz_member
 from .smtx import read_smtx
 from .snap_edge_list import read_edge_list
 from .symmetrize import symmetrize
 
 __all__ = [
     "BENCHMARK_MIN_NNZ",
+    "KINDS",
+    "PAPER_GNN_GRAPHS",
+    "PAPER_RGCN_GRAPHS",
     "DataFile",
     "DatasetEntry",
+    "DatasetUnavailableError",
     "benchmark_graphs",
     "clear_caches",
     "entry",
     "graphs",
     "load",
+    "load_relational",
     "matrices",
     "names",
+    "point_clouds",
+    "relational_graphs",
     "search_dirs",
 ]
 
 #: Graphs with at least this many stored entries (after symmetrising) are benchmark graphs.
 BENCHMARK_MIN_NNZ = 50_000
+#: What ``load`` returns per kind: graph/matrix/rdf a canonical CSR matrix (rdf: all relations
+#: merged), pointcloud an ``(N, 4)`` float32 array.
+KINDS = ("graph", "matrix", "rdf", "pointcloud")
+#: The SparseTIR paper's GNN graphs (SpMM, SDDMM) and R-GCN graphs, in the paper's order.
+PAPER_GNN_GRAPHS = ("cora", "citeseer", "pubmed", "ppi", "ogbn-arxiv", "ogbn-proteins", "reddit")
+PAPER_RGCN_GRAPHS = ("aifb", "mutag", "bgs", "am", "ogbl-biokg")
 
 
 @dataclass(frozen=True)
 class DataFile:
-    """One file of a dataset: path in the mirror, sha256, size in bytes and canonical URL."""
+    """One file of a dataset: relative path, sha256 (``None``: unverified), size and canonical URL."""
 
     relpath: str
-    sha256: str
+    sha256: str | None
     size: int | None = None
     url: str | None = None
 
 
 @dataclass(frozen=True)
 class DatasetEntry:
-    """A registered dataset; ``shape`` and ``nnz`` describe the matrix :func:`load` returns."""
+    """A registered dataset; ``shape`` and ``nnz`` (``None``: not known here) describe what :func:`load` returns."""
 
     name: str
     files: tuple[DataFile, ...]
-    parser: Callable[..., sp.csr_matrix]
-    kind: str  # "graph" (an adjacency matrix) or "matrix"
+    parser: Callable[..., object]
+    kind: str  # one of KINDS
     symmetrize: bool
-    shape: tuple[int, int]
-    nnz: int
+    shape: tuple[int, int] | None
+    nnz: int | None
     description: str
+    source: str = "mirror"  # "mirror": in shared/data; "download": only from its canonical URL
+
+    @property
+    def verified(self) -> bool:
+        """Whether every file has a recorded sha256."""
+        return all(file.sha256 is not None for file in self.files)
 
 
 def _github(repo: str, commit: str, path: str) -> str:
@@ -238,6 +266,65 @@ _ENTRIES: tuple[DatasetEntry, ...] = (
           "6cbe461c1efaddc1b8752abc77b66dbe13df330a4ad9a6b997cdca4367b23d77"),
 )
 
+
+def _download_only(name, relpath, url, parser, kind, symmetric, description) -> DatasetEntry:
+    """A paper graph too large for the mirror: unverified (sha256 pinned on first download), shape unknown."""
+    return DatasetEntry(name, (DataFile(relpath, None, None, url),), parser, kind, symmetric, None, None,
+                        description + " (unverified: sha256 pinned in the cache on first download)", "download")
+
+
+_LATENT_GCN, _LATENT_GCN_COMMIT = "alexanderdesouza/latent-GCN", "9a3b70966ae041f41105315ca4fc55e13af89681"
+_KITTI, _KITTI_COMMIT = "kuixu/kitti_object_vis", "12ce0a2348f6e1405c502bf32e51d76d3a970396"
+
+
+def _rgcn_mirror(name, sha256, size, shape, nnz, description) -> DatasetEntry:
+    path = f"data/{name}/{name}_stripped.nt.gz"
+    file = DataFile(f"rdf-{name}/{name}_stripped.nt.gz", sha256, size, _github(_LATENT_GCN, _LATENT_GCN_COMMIT, path))
+    return DatasetEntry(name, (file,), read_ntriples, "rdf", False, shape, nnz, description)
+
+
+def _kitti(scan, sha256, size) -> DatasetEntry:
+    path = f"data/object/training/velodyne/{scan}.bin"
+    file = DataFile(f"pointcloud-kitti-full/{scan}.bin", sha256, size, _github(_KITTI, _KITTI_COMMIT, path))
+    return DatasetEntry(f"kitti-{scan}", (file,), read_kitti_bin, "pointcloud", False, (size // 16, 4), None,
+                        f"KITTI velodyne scan {scan}: x, y, z, reflectance per point (float32)")
+
+
+_PAPER_DOWNLOADS: tuple[DatasetEntry, ...] = (
+    _download_only("ppi", "dgl/ppi.zip", "https://data.dgl.ai/dataset/ppi.zip", read_node_link_splits,
+                   "graph", True, "PPI protein-protein interaction graphs (24 tissues, train+valid+test "
+                   "stacked block-diagonally), DGL's ppi.zip, symmetrised"),
+    _download_only("ogbn-arxiv", "ogb/arxiv.zip", "http://snap.stanford.edu/ogb/data/nodeproppred/arxiv.zip",
+                   functools.partial(read_ogb_edge_archive, name="arxiv"), "graph", True,
+                   "OGB ogbn-arxiv citation graph, symmetrised"),
+    _download_only("ogbn-proteins", "ogb/proteins.zip", "http://snap.stanford.edu/ogb/data/nodeproppred/proteins.zip",
+                   functools.partial(read_ogb_edge_archive, name="proteins"), "graph", True,
+                   "OGB ogbn-proteins protein association graph, symmetrised"),
+    _download_only("reddit", "dgl/reddit.zip", "https://data.dgl.ai/dataset/reddit.zip",
+                   functools.partial(read_scipy_npz_member, member="reddit_graph.npz"), "graph", False,
+                   "Reddit post-to-post graph (GraphSAGE), reddit_graph.npz in DGL's reddit.zip"),
+    _download_only("bgs", "rgcn/bgs.tgz", "https://data.dgl.ai/dataset/bgs.tgz",
+                   functools.partial(read_ntriples_member, member="bgs_stripped.nt.gz"), "rdf", False,
+                   "R-GCN BGS (British Geological Survey) entity graph, N-Triples"),
+    _download_only("am", "rgcn/am.tgz", "https://data.dgl.ai/dataset/am.tgz",
+                   functools.partial(read_ntriples_member, member="am_stripped.nt.gz"), "rdf", False,
+                   "R-GCN AM (Amsterdam Museum) entity graph, N-Triples"),
+    _download_only("ogbl-biokg", "ogb/biokg.zip", "http://snap.stanford.edu/ogb/data/linkproppred/biokg.zip",
+                   functools.partial(read_ogb_knowledge_graph, name="biokg"), "rdf", False,
+                   "OGB ogbl-biokg biomedical knowledge graph (5 entity types, 51 relations)"),
+)
+
+_MIRROR_EXTRAS: tuple[DatasetEntry, ...] = (
+    _rgcn_mirror("aifb", "ba4191235456e09d8f12a2415f24273b8d7641ffee6001ca9340f02c04d77fea", 568040,
+                 (8285, 8285), 28963, "R-GCN AIFB entity graph (29,043 triples, 45 relations), N-Triples"),
+    _rgcn_mirror("mutag", "871f24a766fd377f0adf995f50aea70fd03e4997c6051b3abff3384c08e56ac7", 645053,
+                 (23644, 23644), 73114, "R-GCN MUTAG entity graph (74,227 triples, 23 relations), N-Triples"),
+    _kitti("000000", "0e09c85e3f6078ecbdd1e706ee9624519f1bd29417437167a9ed7fbe6f54b4b1", 1846144),
+    _kitti("000001", "59a02fdaaab3b7e903713cb618e8f53efcaf71c144436ddfcdf4f28bdbd73d20", 1924288),
+)
+
+_ENTRIES = _ENTRIES + _MIRROR_EXTRAS + _PAPER_DOWNLOADS
+
 _REGISTRY: dict[str, DatasetEntry] = {e.name: e for e in _ENTRIES}
 if len(_REGISTRY) != len(_ENTRIES):
     raise RuntimeError("duplicate dataset names in the registry")
@@ -248,19 +335,34 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
+def _of_kind(kind: str) -> list[str]:
+    return [e.name for e in _ENTRIES if e.kind == kind]
+
+
 def graphs() -> list[str]:
-    """Names of the graph datasets (square adjacency matrices)."""
-    return [e.name for e in _ENTRIES if e.kind == "graph"]
+    """Names of the graph datasets (square adjacency matrices), mirror and download-only."""
+    return _of_kind("graph")
 
 
 def matrices() -> list[str]:
     """Names of the non-graph sparse matrices (SuiteSparse, DLMC)."""
-    return [e.name for e in _ENTRIES if e.kind == "matrix"]
+    return _of_kind("matrix")
+
+
+def relational_graphs() -> list[str]:
+    """Names of the relational (R-GCN) graphs; :func:`load_relational` gives their typed edges."""
+    return _of_kind("rdf")
+
+
+def point_clouds() -> list[str]:
+    """Names of the point clouds (KITTI scans)."""
+    return _of_kind("pointcloud")
 
 
 def benchmark_graphs() -> list[str]:
-    """Graphs with at least :data:`BENCHMARK_MIN_NNZ` non-zeros: the performance targets."""
-    return [e.name for e in _ENTRIES if e.kind == "graph" and e.nnz >= BENCHMARK_MIN_NNZ]
+    """Mirror graphs with at least :data:`BENCHMARK_MIN_NNZ` non-zeros: the performance targets."""
+    return [e.name for e in _ENTRIES
+            if e.kind == "graph" and e.source == "mirror" and e.nnz is not None and e.nnz >= BENCHMARK_MIN_NNZ]
 
 
 def entry(name: str) -> DatasetEntry:
@@ -271,69 +373,61 @@ def entry(name: str) -> DatasetEntry:
         raise KeyError(f"unknown dataset {name!r}; known datasets: {', '.join(_REGISTRY)}") from None
 
 
-def search_dirs() -> list[Path]:
-    """Directories searched for data files, in order (today: the mirror, when set)."""
-    mirror = mirror_dir()
-    return [mirror] if mirror is not None else []
-
-
-def _locate(file: DataFile) -> Path:
-    """Find ``file`` in the search directories and verify its size and sha256."""
-    dirs = search_dirs()
-    if not dirs:
-        raise FileNotFoundError(
-            f"no data mirror to find {file.relpath} in: set {MIRROR_ENV} to a directory laid out like "
-            "shared/data (for example ../shared/data next to the checkout)"
-        )
-    for directory in dirs:
-        path = directory / file.relpath
-        if path.is_file():
-            break
-    else:
-        raise FileNotFoundError(
-            f"{file.relpath} is not in {', '.join(map(str, dirs))}; set {MIRROR_ENV} to a directory "
-            "that holds it (laid out like shared/data)"
-        )
-    if file.size is not None and path.stat().st_size != file.size:
-        raise ValueError(
-            f"{path} has {path.stat().st_size} bytes but {file.size} were expected "
-            f"(sha256 {file.sha256}); the file is truncated or a different version"
-        )
-    verify_sha256(path, file.sha256)
-    return path
-
-
 def _stamp(path: Path) -> tuple[str, int, int]:
     stat = path.stat()
     return (str(path), stat.st_mtime_ns, stat.st_size)
 
 
+def _shape_of(parsed) -> tuple[tuple[int, ...], int | None]:
+    if isinstance(parsed, np.ndarray):
+        return parsed.shape, None
+    return parsed.shape, parsed.nnz
+
+
 @functools.lru_cache(maxsize=64)
-def _parsed(name: str, stamps: tuple[tuple[str, int, int], ...]) -> sp.csr_matrix:
+def _parsed(name: str, stamps: tuple[tuple[str, int, int], ...]):
     """Parse a verified dataset once per process per (name, file path/mtime/size)."""
     e = _REGISTRY[name]
-    matrix = e.parser(*(Path(path) for path, _mtime, _size in stamps))
+    parsed = e.parser(*(Path(path) for path, _mtime, _size in stamps))
+    relational = parsed if isinstance(parsed, RelationalGraph) else None
+    matrix = relational.adjacency() if relational is not None else parsed
     if e.symmetrize:
         matrix = symmetrize(matrix)
-    if matrix.shape != e.shape or matrix.nnz != e.nnz:
+    shape, nnz = _shape_of(matrix)
+    if (e.shape is not None and shape != e.shape) or (e.nnz is not None and nnz != e.nnz):
         raise ValueError(
-            f"dataset {name!r} parsed to shape {matrix.shape} with {matrix.nnz} non-zeros, "
+            f"dataset {name!r} parsed to shape {shape} with {nnz} non-zeros, "
             f"but the registry expects {e.shape} with {e.nnz}"
         )
-    for array in (matrix.data, matrix.indices, matrix.indptr):
+    arrays = [matrix] if isinstance(matrix, np.ndarray) else [matrix.data, matrix.indices, matrix.indptr]
+    for array in arrays:
         array.flags.writeable = False
-    return matrix
+    return matrix, relational
 
 
-def load(name: str) -> sp.csr_matrix:
-    """Load dataset ``name`` as a canonical CSR matrix (a fresh copy the caller may modify).
-
-    Files are verified against their sha256 (``ValueError`` on a mismatch) and must be found in
-    the mirror (``FileNotFoundError`` telling how to set ``$SPARSETIR_DATA_MIRROR`` otherwise).
-    """
+def _load_parsed(name: str):
     e = entry(name)
-    paths = [_locate(file) for file in e.files]
-    return _parsed(e.name, tuple(_stamp(path) for path in paths)).copy()
+    paths = [locate(file) for file in e.files]
+    return _parsed(e.name, tuple(_stamp(path) for path in paths))
+
+
+def load(name: str):
+    """Load dataset ``name``: a canonical CSR matrix, a fresh copy the caller may modify.
+
+    Relational graphs give all relations merged; point clouds an ``(N, 4)`` float32 array.
+    Files are verified against their sha256 (``ValueError`` on a mismatch). When no route has a
+    file, :class:`DatasetUnavailableError` (a ``FileNotFoundError``) says what each route answered.
+    """
+    matrix, _relational = _load_parsed(name)
+    return matrix.copy()
+
+
+def load_relational(name: str) -> RelationalGraph:
+    """The typed edges of relational graph ``name`` (see :func:`relational_graphs`)."""
+    if entry(name).kind != "rdf":
+        raise ValueError(f"dataset {name!r} is a {entry(name).kind}, not a relational graph; "
+                         f"relational graphs: {', '.join(relational_graphs())}")
+    return _load_parsed(name)[1]
 
 
 def clear_caches() -> None:

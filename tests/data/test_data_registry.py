@@ -36,10 +36,17 @@ EXPECTED_BENCHMARK_GRAPHS = [
 ]
 
 
-@pytest.mark.parametrize("name", data.names())
+MIRROR_NAMES = [name for name in data.names() if data.entry(name).source == "mirror"]
+DOWNLOAD_NAMES = [name for name in data.names() if data.entry(name).source == "download"]
+
+
+@pytest.mark.parametrize("name", MIRROR_NAMES)
 def test_every_dataset_loads_as_recorded(use_mirror, name):
     entry = data.entry(name)
     matrix = data.load(name)
+    if entry.kind == "pointcloud":
+        assert isinstance(matrix, np.ndarray) and matrix.dtype == np.float32 and matrix.shape == entry.shape
+        return
     assert isinstance(matrix, sp.csr_matrix)
     assert matrix.shape == entry.shape and matrix.nnz == entry.nnz
     assert matrix.has_sorted_indices
@@ -50,8 +57,29 @@ def test_every_dataset_loads_as_recorded(use_mirror, name):
         assert (matrix != matrix.T).nnz == 0
 
 
+def test_every_graph_of_the_paper_is_registered_with_its_url():
+    for name in data.PAPER_GNN_GRAPHS + data.PAPER_RGCN_GRAPHS:
+        entry = data.entry(name)
+        assert entry.kind in ("graph", "rdf") and all(file.url for file in entry.files), name
+    assert set(data.PAPER_RGCN_GRAPHS) == set(data.relational_graphs())
+
+
+@pytest.mark.parametrize("name", DOWNLOAD_NAMES)
+def test_download_only_graphs_are_unverified_not_invented(name):
+    entry = data.entry(name)
+    assert not entry.verified and "unverified" in entry.description
+    assert all(file.sha256 is None and file.url.startswith(("http://", "https://")) for file in entry.files)
+    assert entry.shape is None and entry.nnz is None
+
+
+@pytest.mark.parametrize("name", DOWNLOAD_NAMES)
+def test_download_only_graph_without_a_route_says_why(isolated_data, name):
+    with pytest.raises(data.DatasetUnavailableError, match=r"is unavailable: not in the cache folder .*downloads are disabled"):
+        data.load(name)
+
+
 def test_known_node_and_edge_counts(use_mirror):
-    assert sorted(data.graphs()) == sorted(KNOWN_NODE_COUNTS)
+    assert sorted(n for n in data.graphs() if data.entry(n).source == "mirror") == sorted(KNOWN_NODE_COUNTS)
     for name, nodes in KNOWN_NODE_COUNTS.items():
         assert data.load(name).shape == (nodes, nodes), name
     assert data.load("ego-facebook").nnz == 2 * 88234  # listed once, symmetrised
@@ -62,16 +90,19 @@ def test_known_node_and_edge_counts(use_mirror):
 def test_benchmark_graphs_are_the_graphs_with_50k_nonzeros(use_mirror):
     assert data.benchmark_graphs() == EXPECTED_BENCHMARK_GRAPHS
     for name in data.graphs():
+        if data.entry(name).source != "mirror":
+            continue
         assert (data.load(name).nnz >= data.BENCHMARK_MIN_NNZ) == (name in EXPECTED_BENCHMARK_GRAPHS), name
 
 
 def test_graphs_and_matrices_partition_the_registry():
-    assert sorted(data.graphs() + data.matrices()) == sorted(data.names())
+    kinds = data.graphs() + data.matrices() + data.relational_graphs() + data.point_clouds()
+    assert sorted(kinds) == sorted(data.names())
     assert "bcsstk13" in data.matrices() and "dlmc/transformer/magnitude/0.9/ffn_conv1" in data.matrices()
 
 
 def test_registry_digests_come_from_the_provenance_files(mirror_path):
-    for name in data.names():
+    for name in MIRROR_NAMES:
         for file in data.entry(name).files:
             assert re.fullmatch(r"[0-9a-f]{64}", file.sha256), name
             provenance = (mirror_path / file.relpath.split("/", 1)[0] / "provenance.txt").read_text()
@@ -95,8 +126,7 @@ def test_unknown_name_lists_the_known_ones():
         data.load("nope")
 
 
-def test_unset_mirror_is_a_clear_file_not_found(monkeypatch):
-    monkeypatch.delenv(MIRROR_ENV, raising=False)
+def test_unset_mirror_is_a_clear_file_not_found(isolated_data):
     assert data.mirror_dir() is None
     with pytest.raises(FileNotFoundError, match=MIRROR_ENV):
         data.load("cora")
@@ -111,9 +141,10 @@ def test_mirror_dir_reads_the_environment(monkeypatch, tmp_path):
     assert data.mirror_dir() is None
 
 
-def test_missing_file_in_the_mirror(monkeypatch, tmp_path):
-    monkeypatch.setenv(MIRROR_ENV, str(tmp_path))
-    with pytest.raises(FileNotFoundError, match=rf"planetoid/ind\.cora\.graph is not in .*{MIRROR_ENV}"):
+def test_missing_file_in_the_mirror(monkeypatch, tmp_path, isolated_data):
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv(MIRROR_ENV, str(tmp_path / "empty"))
+    with pytest.raises(FileNotFoundError, match=r"planetoid/ind\.cora\.graph is unavailable: .*not in the mirror folder"):
         data.load("cora")
 
 
@@ -124,7 +155,7 @@ def _copy_into_mirror(mirror_path, tmp_path, relpath):
     return tmp_path / "mirror", target
 
 
-def test_checksum_mismatch_is_refused(monkeypatch, mirror_path, tmp_path, fresh_registry_cache):
+def test_checksum_mismatch_is_refused(monkeypatch, mirror_path, tmp_path, isolated_data):
     entry = data.entry("cora")
     (file,) = entry.files
     mirror, target = _copy_into_mirror(mirror_path, tmp_path, file.relpath)
@@ -143,7 +174,7 @@ def test_checksum_mismatch_is_refused(monkeypatch, mirror_path, tmp_path, fresh_
 
 
 @pytest.mark.parametrize("name", ["citeseer", "wiki-vote"])  # without / with a recorded size
-def test_truncated_file_is_refused(monkeypatch, mirror_path, tmp_path, fresh_registry_cache, name):
+def test_truncated_file_is_refused(monkeypatch, mirror_path, tmp_path, isolated_data, name):
     (file,) = data.entry(name).files
     mirror, target = _copy_into_mirror(mirror_path, tmp_path, file.relpath)
     target.write_bytes(target.read_bytes()[:-100])

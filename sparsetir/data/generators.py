@@ -1,0 +1,113 @@
+"""Seeded synthetic sparse matrices, for scale curves and tests.
+
+Specs (the strings the workflow and ``sparsetir.bench.quick`` accept as dataset names):
+
+- ``synthetic:<m>x<n>:<density>``: uniform random positions, values in [0, 1).
+- ``rmat:<scale>:<edge_factor>``: an R-MAT graph (Chakrabarti et al.) with ``2**scale``
+  vertices and ``edge_factor * 2**scale`` sampled edges, quadrant probabilities
+  (0.57, 0.19, 0.19, 0.05) as in Graph500, vertex ids shuffled, symmetrised.
+- ``powerlaw:<n>:<avg_degree>:<exponent>``: a Chung-Lu graph whose expected degrees follow a
+  power law with that exponent (> 2) and mean, symmetrised.
+
+The same spec and seed always give the same matrix.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .csr_canonical import csr_from_coordinates
+from .symmetrize import symmetrize
+
+__all__ = ["GENERATOR_PREFIXES", "generate", "is_generated", "parse_spec", "power_law", "rmat", "uniform"]
+
+GENERATOR_PREFIXES = ("synthetic:", "rmat:", "powerlaw:")
+RMAT_PROBABILITIES = (0.57, 0.19, 0.19)
+
+
+def uniform(m: int, n: int, density: float, *, seed: int = 0) -> sp.csr_matrix:
+    """``m x n`` with ``round(m n density)`` uniformly placed non-zeros (duplicates summed)."""
+    if m <= 0 or n <= 0 or not 0 <= density <= 1:
+        raise ValueError(f"need m, n > 0 and 0 <= density <= 1, got m={m}, n={n}, density={density}")
+    rng = np.random.default_rng(seed)
+    nnz = round(m * n * density)
+    rows, cols = rng.integers(0, m, nnz), rng.integers(0, n, nnz)
+    return csr_from_coordinates(rows, cols, (m, n), rng.random(nnz, dtype=np.float32))
+
+
+def rmat(scale: int, edge_factor: int, *, probabilities=RMAT_PROBABILITIES, seed: int = 0) -> sp.csr_matrix:
+    """A symmetrised R-MAT graph with ``2**scale`` vertices (pattern of ones)."""
+    a, b, c = probabilities
+    if not 1 <= scale <= 30 or edge_factor < 1:
+        raise ValueError(f"need 1 <= scale <= 30 and edge_factor >= 1, got scale={scale}, edge_factor={edge_factor}")
+    if min(a, b, c) < 0 or a + b + c > 1:
+        raise ValueError(f"quadrant probabilities must be >= 0 and sum to at most 1, got {probabilities}")
+    rng = np.random.default_rng(seed)
+    n, m = 1 << scale, edge_factor << scale
+    rows, cols = np.zeros(m, np.int64), np.zeros(m, np.int64)
+    for bit in range(scale):
+        draw = rng.random(m)
+        row_bit = draw >= a + b
+        col_bit = ((draw >= a) & (draw < a + b)) | (draw >= a + b + c)
+        rows |= row_bit.astype(np.int64) << bit
+        cols |= col_bit.astype(np.int64) << bit
+    shuffle = rng.permutation(n)
+    return symmetrize(csr_from_coordinates(shuffle[rows], shuffle[cols], (n, n)))
+
+
+def power_law(n: int, avg_degree: float, exponent: float, *, seed: int = 0) -> sp.csr_matrix:
+    """A symmetrised Chung-Lu graph with power-law expected degrees (pattern of ones)."""
+    if n < 2 or avg_degree <= 0 or exponent <= 2:
+        raise ValueError(f"need n >= 2, avg_degree > 0 and exponent > 2, got {n}, {avg_degree}, {exponent}")
+    rng = np.random.default_rng(seed)
+    weights = np.arange(1, n + 1, dtype=np.float64) ** (-1.0 / (exponent - 1.0))
+    weights /= weights.sum()
+    edges = max(1, round(n * avg_degree / 2))
+    rows = rng.choice(n, size=edges, p=weights)
+    cols = rng.choice(n, size=edges, p=weights)
+    shuffle = rng.permutation(n)
+    return symmetrize(csr_from_coordinates(shuffle[rows], shuffle[cols], (n, n)))
+
+
+def is_generated(spec: str) -> bool:
+    """Whether ``spec`` names a generated matrix rather than a registry dataset."""
+    return isinstance(spec, str) and spec.startswith(GENERATOR_PREFIXES)
+
+
+_BAD_SPEC = ("expected synthetic:<m>x<n>:<density>, rmat:<scale>:<edge_factor> "
+             "or powerlaw:<n>:<avg_degree>:<exponent>")
+_LIMITS = {
+    "synthetic": lambda m, n, density: m > 0 and n > 0 and 0 <= density <= 1,
+    "rmat": lambda scale, edge_factor: 1 <= scale <= 30 and edge_factor >= 1,
+    "powerlaw": lambda n, degree, exponent: n >= 2 and degree > 0 and exponent > 2,
+}
+
+
+def parse_spec(spec: str) -> tuple[str, tuple]:
+    """``(kind, arguments)`` of a generator spec, checked without generating; ``ValueError`` if malformed."""
+    kind, _, rest = spec.partition(":")
+    fields = rest.split(":")
+    try:
+        if kind == "synthetic" and len(fields) == 2:
+            m, n = (int(side) for side in fields[0].lower().split("x"))
+            args = (m, n, float(fields[1]))
+        elif kind == "rmat" and len(fields) == 2:
+            args = (int(fields[0]), int(fields[1]))
+        elif kind == "powerlaw" and len(fields) == 3:
+            args = (int(fields[0]), float(fields[1]), float(fields[2]))
+        else:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"bad generator spec {spec!r}; {_BAD_SPEC}") from None
+    if not _LIMITS[kind](*args):
+        raise ValueError(f"bad generator spec {spec!r}: arguments out of range ({_BAD_SPEC}; rmat scale 1..30, "
+                         "powerlaw exponent > 2, density in [0, 1])")
+    return kind, args
+
+
+def generate(spec: str, seed: int = 0) -> sp.csr_matrix:
+    """The matrix a generator spec describes (see the module docstring); ``ValueError`` if malformed."""
+    kind, args = parse_spec(spec)
+    make = {"synthetic": uniform, "rmat": rmat, "powerlaw": power_law}[kind]
+    return make(*args, seed=seed)
