@@ -23,14 +23,16 @@ except ImportError:  # pragma: no cover - depends on the scipy build
 SDDMM_CHUNK_BYTES = 8 << 20
 
 
-def available(op: str = "spmm") -> tuple[bool, str]:
-    """scipy is a hard dependency, so both ops are always available; the reason names the path."""
+def available(op: str = "spmm", device: str = "cpu") -> tuple[bool, str]:
+    """scipy is a hard dependency, so both ops run on the CPU; the reason names the path."""
+    if op not in ("spmm", "sddmm"):
+        raise ValueError(f"unknown op {op!r}; expected 'spmm' or 'sddmm'")
+    if device != "cpu":
+        return False, f"scipy runs on the CPU only, not on {device!r}"
     if op == "spmm":
         path = "csr_matvecs into a preallocated output" if _csr_matvecs else "A @ B (allocates its output)"
         return True, f"scipy {scipy.__version__}, {path}"
-    if op == "sddmm":
-        return True, f"scipy {scipy.__version__} + numpy {np.__version__}, chunked gather-dot"
-    raise ValueError(f"unknown op {op!r}; expected 'spmm' or 'sddmm'")
+    return True, f"scipy {scipy.__version__} + numpy {np.__version__}, chunked gather-dot"
 
 
 def canonical_csr(A, dtype) -> sp.csr_matrix:

@@ -1,7 +1,8 @@
-"""torch.sparse baselines on the CPU (MKL / ATen kernels, torch's intra-op thread pool).
+"""torch.sparse baselines: MKL / ATen kernels on the CPU, cuSPARSE on a CUDA device.
 
-Each factory converts its inputs once (outside timing; numpy arrays are shared zero-copy) and
-returns a zero-argument callable that computes the operation and returns a torch tensor.
+Each factory converts its inputs once (outside timing; numpy arrays are shared zero-copy on
+the CPU, copied once to the GPU with ``device="cuda"``) and returns a zero-argument callable
+that computes the operation and returns a torch tensor.
 
 SpMM variants, all ``A @ B``:
 
@@ -9,8 +10,7 @@ SpMM variants, all ``A @ B``:
   ``torch.sparse.mm(A_csr, B)`` but into a preallocated C; int64 or int32 crow/col indices.
 - ``torch-reduce-sum``: ``torch.sparse.mm(A_csr, B, reduce="sum")``, the kernel PyG uses;
   it has no ``out=`` form, so it allocates C on every call.
-- ``torch-dense``: ``torch.mm(A_dense, B, out=C)``, only when dense A fits in
-  ``DENSE_LIMIT_BYTES``.
+(Dense matmul is its own baseline module, ``baselines.dense``.)
 
 SDDMM variant ``torch-sampled-addmm``: ``torch.sparse.sampled_addmm(A_csr, X, Y.T, beta=0)``
 into a preallocated CSR result, then ``values *= A.data``.
@@ -33,15 +33,29 @@ except ImportError as error:  # pragma: no cover - torch is a project dependency
 else:
     _IMPORT_ERROR = None
 
-DENSE_LIMIT_BYTES = 2 << 30
 
 
-def available(op: str = "spmm") -> tuple[bool, str]:
-    """Whether torch can run ``op`` ("spmm" or "sddmm") on the CPU, and why not."""
+def check_device(device: str) -> str:
+    """``device`` if torch can use it ("cpu" or "cuda"), else ``ValueError`` / ``RuntimeError``."""
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {device!r}; expected 'cpu' or 'cuda'")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"torch {torch.__version__} sees no CUDA GPU")
+    return device
+
+
+def available(op: str = "spmm", device: str = "cpu") -> tuple[bool, str]:
+    """Whether torch can run ``op`` ("spmm" or "sddmm") on ``device``, and why not."""
     if op not in ("spmm", "sddmm"):
         raise ValueError(f"unknown op {op!r}; expected 'spmm' or 'sddmm'")
     if torch is None:
         return False, _IMPORT_ERROR
+    try:
+        check_device(device)
+    except RuntimeError as error:
+        return False, str(error)
+    if device == "cuda":
+        return True, f"torch {torch.__version__}, cuSPARSE (CUDA {torch.version.cuda})"
     if op == "sddmm":
         return _sampled_addmm_works()
     return True, f"torch {torch.__version__} (MKL {'on' if torch.backends.mkl.is_available() else 'off'})"
@@ -59,15 +73,16 @@ def _sampled_addmm_works() -> tuple[bool, str]:
     return True, f"torch {torch.__version__}, sampled_addmm on CPU CSR"
 
 
-def csr_tensor(A, dtype: np.dtype, index_dtype: str = "int64"):
+def csr_tensor(A, dtype: np.dtype, index_dtype: str = "int64", device: str = "cpu"):
     """A (scipy, any layout) as a torch CSR tensor of ``dtype`` values and ``index_dtype`` indices."""
     A = canonical_csr(A, dtype)
-    return _sparse_csr_tensor(
+    tensor = _sparse_csr_tensor(
         torch.from_numpy(A.indptr.astype(index_dtype, copy=False)),
         torch.from_numpy(A.indices.astype(index_dtype, copy=False)),
         torch.from_numpy(A.data),
         A.shape,
     )
+    return tensor if device == "cpu" else tensor.to(check_device(device))
 
 
 def _sparse_csr_tensor(crow, col, values, shape):
@@ -77,53 +92,41 @@ def _sparse_csr_tensor(crow, col, values, shape):
         return torch.sparse_csr_tensor(crow, col, values, size=shape, check_invariants=True)
 
 
-def _dense_rhs(B: np.ndarray, rows: int):
+def dense_tensor(B: np.ndarray, rows: int, device: str = "cpu"):
+    """``B`` as a torch tensor on ``device`` (zero-copy on the CPU), checking it has ``rows`` rows."""
     B = np.ascontiguousarray(B)
     if B.ndim != 2 or B.shape[0] != rows:
         raise ValueError(f"B must have shape ({rows}, feat), got {B.shape}")
-    return torch.from_numpy(B)
+    tensor = torch.from_numpy(B)
+    return tensor if device == "cpu" else tensor.to(check_device(device))
 
 
-def spmm_csr(A, B: np.ndarray, *, index_dtype: str = "int64"):
-    """``torch.mm(A_csr, B, out=C)`` with ``index_dtype`` indices."""
-    A_t = csr_tensor(A, B.dtype, index_dtype)
-    B_t = _dense_rhs(B, A_t.shape[1])
-    out = torch.empty((A_t.shape[0], B_t.shape[1]), dtype=B_t.dtype)
+def spmm_csr(A, B: np.ndarray, *, index_dtype: str = "int64", device: str = "cpu"):
+    """``torch.mm(A_csr, B, out=C)`` with ``index_dtype`` indices (cuSPARSE on CUDA)."""
+    A_t = csr_tensor(A, B.dtype, index_dtype, device)
+    B_t = dense_tensor(B, A_t.shape[1], device)
+    out = torch.empty((A_t.shape[0], B_t.shape[1]), dtype=B_t.dtype, device=device)
     return lambda: torch.mm(A_t, B_t, out=out)
 
 
-def spmm_reduce_sum(A, B: np.ndarray):
+def spmm_reduce_sum(A, B: np.ndarray, *, device: str = "cpu"):
     """``torch.sparse.mm(A_csr, B, reduce="sum")`` (int64 indices, as PyG builds them)."""
-    A_t = csr_tensor(A, B.dtype)
-    B_t = _dense_rhs(B, A_t.shape[1])
+    A_t = csr_tensor(A, B.dtype, device=device)
+    B_t = dense_tensor(B, A_t.shape[1], device)
     return lambda: torch.sparse.mm(A_t, B_t, reduce="sum")
 
 
-def spmm_dense(A, B: np.ndarray):
-    """``torch.mm(A_dense, B, out=C)``; raises ``ValueError`` when dense A exceeds the limit."""
-    m, n = A.shape
-    dense_bytes = m * n * np.dtype(B.dtype).itemsize
-    if dense_bytes > DENSE_LIMIT_BYTES:
-        raise ValueError(
-            f"dense A would take {dense_bytes / 2**30:.1f} GiB, over the {DENSE_LIMIT_BYTES / 2**30:.0f} GiB limit"
-        )
-    A_t = torch.from_numpy(canonical_csr(A, B.dtype).toarray())
-    B_t = _dense_rhs(B, n)
-    out = torch.empty((m, B_t.shape[1]), dtype=B_t.dtype)
-    return lambda: torch.mm(A_t, B_t, out=out)
-
-
-def sddmm_sampled_addmm(A, X: np.ndarray, Y: np.ndarray):
+def sddmm_sampled_addmm(A, X: np.ndarray, Y: np.ndarray, *, device: str = "cpu"):
     """``A.data * (X[i] . Y[j])`` via ``sampled_addmm`` into a preallocated CSR result."""
-    ok, reason = available("sddmm")
+    ok, reason = available("sddmm", device)
     if not ok:
         raise RuntimeError(reason)
-    pattern = csr_tensor(A, X.dtype)
+    pattern = csr_tensor(A, X.dtype, device=device)
     m, n = pattern.shape
     if X.ndim != 2 or Y.ndim != 2 or len(X) != m or len(Y) != n or X.shape[1] != Y.shape[1]:
         raise ValueError(f"X must be ({m}, k) and Y ({n}, k) with the same k, got {X.shape} and {Y.shape}")
-    X_t = torch.from_numpy(np.ascontiguousarray(X))
-    Y_t = torch.from_numpy(np.ascontiguousarray(Y)).T  # (k, n) view, no copy
+    X_t = dense_tensor(X, m, device)
+    Y_t = dense_tensor(Y, n, device).T  # (k, n) view, no copy
     values = pattern.values()
     out = pattern.clone()
     out_values = out.values()
@@ -139,6 +142,5 @@ SPMM_VARIANTS = {
     "torch-csr-i64": functools.partial(spmm_csr, index_dtype="int64"),
     "torch-csr-i32": functools.partial(spmm_csr, index_dtype="int32"),
     "torch-reduce-sum": spmm_reduce_sum,
-    "torch-dense": spmm_dense,
 }
 SDDMM_VARIANTS = {"torch-sampled-addmm": sddmm_sampled_addmm}

@@ -1,12 +1,12 @@
-"""Every CPU baseline computes exactly the operation it stands for, on the same prepared inputs."""
+"""Every baseline computes exactly the operation it stands for, on the same prepared inputs."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from baselines import scipy_sparse, torch_sparse
+from baselines import cupy_sparse, dense, dgl_ops, pyg, scipy_sparse, torch_sparse
 
-MODULES = [scipy_sparse, torch_sparse]
+MODULES = [scipy_sparse, torch_sparse, dense, pyg, dgl_ops, cupy_sparse]
 SPMM = [(module, name) for module in MODULES for name in module.SPMM_VARIANTS]
 SDDMM = [(module, name) for module in MODULES for name in module.SDDMM_VARIANTS]
 
@@ -23,7 +23,7 @@ def matrix():
 
 
 def _require(module, op):
-    ok, reason = module.available(op)
+    ok, reason = module.available(op, "cuda" if module is cupy_sparse else "cpu")
     assert isinstance(reason, str) and reason
     if not ok:
         pytest.skip(reason)
@@ -63,9 +63,11 @@ def test_sddmm_baseline_sums_duplicates_first(module, name):
 
 
 def test_dense_baseline_refuses_a_matrix_over_the_limit(matrix, monkeypatch):
-    monkeypatch.setattr(torch_sparse, "DENSE_LIMIT_BYTES", 1024)
+    with pytest.raises(ValueError, match="dense A would take .* over the 0.00 GiB limit"):
+        dense.spmm_dense(matrix, np.zeros((30, 4), np.float32), limit_bytes=1024)
+    monkeypatch.setattr(dense, "DENSE_LIMIT_BYTES", 1024)
     with pytest.raises(ValueError, match="dense A would take"):
-        torch_sparse.spmm_dense(matrix, np.zeros((30, 4), np.float32))
+        dense.spmm_dense(matrix, np.zeros((30, 4), np.float32))
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda module: module.__name__)
