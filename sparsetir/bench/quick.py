@@ -20,13 +20,13 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from baselines.scipy_sparse import canonical_csr
-from sparsetir.bench.timer import Stats, default_flush_bytes, environment_info, time_interleaved
+from sparsetir.bench.timer import Stats, default_flush_bytes, environment_info, time_cuda, time_interleaved
 
 # Idle thread pools must go to sleep quickly. After each parallel region torch's OpenMP
 # (libgomp) workers and TVM's pool busy-wait (default ~300k spins) for the next one; in an
@@ -36,10 +36,11 @@ SPIN_LIMITS = {"GOMP_SPINCOUNT": "10000", "TVM_THREAD_POOL_SPIN_COUNT": "1000"}
 SPARSETIR = "sparsetir"
 # The "best CPU library" a speedup is measured against: the sparse kernels, not dense GEMM.
 LIBRARY_REFERENCES = {
-    "spmm": ("scipy", "torch-csr-i64", "torch-csr-i32", "torch-reduce-sum"),
-    "sddmm": ("scipy", "torch-sampled-addmm"),
+    "spmm": ("scipy", "torch-csr-i64", "torch-csr-i32", "torch-reduce-sum", "pyg-edgeindex", "pyg-spmm", "dgl-gspmm"),
+    "sddmm": ("scipy", "torch-sampled-addmm", "dgl-gsddmm"),
 }
-BASELINE_MODULES = ("baselines.scipy_sparse", "baselines.torch_sparse")
+BASELINE_MODULES = ("baselines.scipy_sparse", "baselines.torch_sparse", "baselines.dense", "baselines.pyg",
+                    "baselines.dgl_ops", "baselines.cupy_sparse")
 # Entry-wise tolerance: TOLERANCE_ULPS * eps * sqrt(reduction length) * (|A| |B|), the
 # statistical size of float32 rounding over a sum of that length, with a wide margin.
 TOLERANCE_ULPS = 16.0
@@ -67,33 +68,20 @@ class Row:
     stats: Stats | None = None
     speedup_vs_best: float | None = None
     dram_fraction: float | None = None
+    timings: dict | None = None  # the sparsetir kernel's {"convert_s", "compile_s"}
     run: Callable[[], object] | None = field(default=None, repr=False)
 
 
 # ---------------------------------------------------------------- datasets
 
 
-def synthetic_matrix(spec: str, seed: int) -> sp.csr_matrix:
-    """``synthetic:<m>x<n>:<density>``: uniform random non-zeros, values in [0, 1)."""
-    try:
-        _, shape, density = spec.split(":")
-        m, n = (int(side) for side in shape.lower().split("x"))
-        density = float(density)
-    except ValueError:
-        raise ValueError(f"bad synthetic dataset {spec!r}; expected synthetic:<m>x<n>:<density>") from None
-    if m <= 0 or n <= 0 or not 0 <= density <= 1:
-        raise ValueError(f"bad synthetic dataset {spec!r}: need m, n > 0 and 0 <= density <= 1")
-    rng = np.random.default_rng(seed)
-    nnz = round(m * n * density)
-    rows, cols = rng.integers(0, m, nnz), rng.integers(0, n, nnz)
-    values = rng.random(nnz, dtype=np.float32)
-    return sp.csr_matrix((values, (rows, cols)), shape=(m, n))
-
-
 def load_matrix(name: str, seed: int) -> sp.csr_matrix:
-    """A float32 canonical CSR matrix: a synthetic spec or a name from the dataset registry."""
-    if name.startswith("synthetic:"):
-        return canonical_csr(synthetic_matrix(name, seed), np.float32)
+    """A float32 canonical CSR matrix: a generator spec (``synthetic:``, ``rmat:``, ``powerlaw:``;
+    see :mod:`sparsetir.data.generators`) or a name from the dataset registry."""
+    from sparsetir.data.generators import generate, is_generated
+
+    if is_generated(name):
+        return canonical_csr(generate(name, seed), np.float32)
     from sparsetir.data.registry import load
 
     return canonical_csr(load(name), np.float32)
@@ -157,6 +145,7 @@ def sparsetir_spmm(A: sp.csr_matrix, B: np.ndarray, *, format: str) -> Callable[
         kernel(B, out=out)
         return out
 
+    run.timings = dict(kernel.timings)
     return run
 
 
@@ -171,6 +160,7 @@ def sparsetir_sddmm(A: sp.csr_matrix, X: np.ndarray, Y: np.ndarray, *, format: s
         kernel(X, Y, out=out)
         return out
 
+    run.timings = dict(kernel.timings)
     return run
 
 
@@ -201,8 +191,9 @@ def prepare(row: Row, factory: Callable[[], Callable[[], object]], case: Case) -
         row.error = f"unavailable: {type(error).__name__}: {error}"
         return row
     row.setup_s = time.perf_counter() - start
+    row.timings = getattr(run, "timings", None)
     try:
-        got = np.asarray(run(), dtype=np.float64)
+        got = host_array(run())
     except Exception as error:
         row.error = f"failed when called: {type(error).__name__}: {error}"
         return row
@@ -210,6 +201,15 @@ def prepare(row: Row, factory: Callable[[], Callable[[], object]], case: Case) -
     if row.error is None:
         row.run = run
     return row
+
+
+def host_array(result) -> np.ndarray:
+    """A contender's result as a float64 numpy array (from numpy, torch on any device, or cupy)."""
+    if hasattr(result, "detach"):  # torch
+        result = result.detach().cpu().numpy()
+    elif hasattr(result, "get") and not isinstance(result, np.ndarray):  # cupy
+        result = result.get()
+    return np.asarray(result, dtype=np.float64)
 
 
 def result_mismatch(got: np.ndarray, case: Case) -> str | None:
@@ -226,19 +226,51 @@ def result_mismatch(got: np.ndarray, case: Case) -> str | None:
     return None
 
 
-def contender_rows(op: str, A: sp.csr_matrix, case: Case, sparsetir_format: str, exclude=()) -> list[Row]:
-    """The sparsetir row, then one row per variant of every baseline module (minus ``exclude``)."""
+def contender_rows(
+    op: str,
+    A: sp.csr_matrix,
+    case: Case,
+    sparsetir_formats: str | Mapping[str, str],
+    exclude=(),
+    *,
+    baseline_modules: Sequence[str] = BASELINE_MODULES,
+    device: str = "cpu",
+    options: Mapping[str, Mapping] | None = None,
+) -> list[Row]:
+    """The sparsetir rows, then one row per variant of every baseline module (minus ``exclude``).
+
+    ``sparsetir_formats`` maps a contender name to a format string (a plain string is one
+    contender named ``sparsetir``). ``options`` maps a variant name to extra keyword arguments
+    for its factory (e.g. ``{"torch-dense": {"limit_bytes": ...}}``); ``device`` is passed to
+    baseline factories when it is not ``"cpu"``. A module that cannot be imported gives one
+    ``unavailable`` row named after it.
+    """
     operation = OPS[op]
+    if isinstance(sparsetir_formats, str):
+        sparsetir_formats = {SPARSETIR: sparsetir_formats}
+    options = options or {}
     rows = []
-    if SPARSETIR not in exclude:
-        rows.append(prepare(
-            Row(SPARSETIR, "compile"),
-            lambda: operation.sparsetir_kernel(A, *case.inputs, format=sparsetir_format),
-            case,
-        ))
-    for module_name in BASELINE_MODULES:
-        module = importlib.import_module(module_name)
-        ok, reason = module.available(op)
+    for name, fmt in sparsetir_formats.items():
+        if name in exclude:
+            continue
+        if device != "cpu":
+            rows.append(Row(name, "compile", error=(
+                f"unavailable: sparsetir kernels for {device} are built here and timed on the GPU host from an "
+                "exported bundle (shared/GPU.md); this process times CPU (llvm) kernels only")))
+        else:
+            rows.append(prepare(
+                Row(name, "compile"),
+                lambda fmt=fmt: operation.sparsetir_kernel(A, *case.inputs, format=fmt),
+                case,
+            ))
+    for module_name in baseline_modules:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as error:  # a broken optional library must not stop the others
+            rows.append(Row(module_name.rsplit(".", 1)[-1], "conversion",
+                            error=f"unavailable: cannot import {module_name}: {type(error).__name__}: {error}"))
+            continue
+        ok, reason = module.available(op, device)
         for name, factory in getattr(module, operation.variants_attr).items():
             if name in exclude:
                 continue
@@ -246,17 +278,32 @@ def contender_rows(op: str, A: sp.csr_matrix, case: Case, sparsetir_format: str,
             if not ok:
                 row.error = f"unavailable: {reason}"
                 rows.append(row)
-            else:
-                rows.append(prepare(row, lambda factory=factory: factory(A, *case.inputs), case))
+                continue
+            kwargs = dict(options.get(name, {}))
+            if device != "cpu":
+                kwargs["device"] = device
+            rows.append(prepare(row, lambda factory=factory, kwargs=kwargs: factory(A, *case.inputs, **kwargs), case))
     return rows
 
 
-def time_rows(op: str, rows: list[Row], case: Case, copy_bytes_per_s: float, timing: dict) -> None:
-    """Time every runnable row together, then fill in speedups and bandwidth fractions."""
+_CUDA_TIMING_KEYS = ("warmup_s", "min_warmup", "samples", "max_time_s", "min_samples")
+
+
+def time_rows(op: str, rows: list[Row], case: Case, copy_bytes_per_s: float, timing: dict,
+              device: str = "cpu") -> None:
+    """Time every runnable row, then fill in speedups and bandwidth fractions.
+
+    On the CPU the rows are timed together (``time_interleaved``); on a GPU each row in turn
+    with ``time_cuda`` (L2 flush, CUDA events).
+    """
     runnable = {row.contender: row.run for row in rows if row.run is not None}
     if not runnable:
         return
-    stats = time_interleaved(runnable, **timing)
+    if device == "cpu":
+        stats = time_interleaved(runnable, **timing)
+    else:
+        cuda_timing = {key: timing[key] for key in _CUDA_TIMING_KEYS if key in timing}
+        stats = {name: time_cuda(run, **cuda_timing) for name, run in runnable.items()}
     for row in rows:
         row.stats = stats.get(row.contender)
     references = [row.stats.median for row in rows if row.stats and row.contender in LIBRARY_REFERENCES[op]]

@@ -3,6 +3,8 @@
 import pytest
 
 from sparsetir.bench import timer
+from fake_cuda import FakeClock, FakeDevice, fake_kernel
+
 from sparsetir.bench.timer import Stats, sample_calls, time_cpu, time_cuda, time_interleaved, warmup_calls
 
 
@@ -102,63 +104,9 @@ def test_interleaving_calls_every_callable_equally_in_seeded_random_order():
     assert log.count("a") == log.count("b") == log.count("c")
 
 
-class FakeClock:
-    """Simulated GPU time (ms): events read it, the kernel and the flush advance it."""
-
-    def __init__(self):
-        self.now_ms = 0.0
-        self.zeroed = 0
-        self.synchronized = 0
-
-
-class FakeEvent:
-    def __init__(self, clock):
-        self.clock, self.at = clock, None
-
-    def record(self):
-        self.at = self.clock.now_ms
-
-    def elapsed_time(self, end):
-        return end.at - self.at
-
-
-class FakeFlushBuffer:
-    def __init__(self, clock, cost_ms):
-        self.clock, self.cost_ms = clock, cost_ms
-
-    def zero_(self):
-        self.clock.zeroed += 1
-        self.clock.now_ms += self.cost_ms
-
-
-class FakeDevice:
-    def __init__(self, clock, flush_ms):
-        self.clock, self.flush_ms, self.flush_sizes = clock, flush_ms, []
-
-    def event(self):
-        return FakeEvent(self.clock)
-
-    def synchronize(self):
-        self.clock.synchronized += 1
-
-    def flush_buffer(self, nbytes):
-        self.flush_sizes.append(nbytes)
-        return FakeFlushBuffer(self.clock, self.flush_ms)
-
-
-def _fake_kernel(clock, ms):
-    calls = []
-
-    def kernel():
-        calls.append(1)
-        clock.now_ms += ms
-
-    return kernel, calls
-
-
 def test_cuda_timer_plans_warmup_and_samples_from_the_probe():
     clock = FakeClock()
-    kernel, calls = _fake_kernel(clock, ms=1.0)
+    kernel, calls = fake_kernel(clock, ms=1.0)
     device = FakeDevice(clock, flush_ms=0.5)
     stats = time_cuda(kernel, device=device)
     warmup = warmup_calls(0.0015, 0.025, 10)  # the probe sees 1 ms kernel + 0.5 ms flush
@@ -172,7 +120,7 @@ def test_cuda_timer_plans_warmup_and_samples_from_the_probe():
 
 def test_cuda_timer_respects_the_time_cap():
     clock = FakeClock()
-    kernel, _ = _fake_kernel(clock, ms=1.0)
+    kernel, _ = fake_kernel(clock, ms=1.0)
     stats = time_cuda(kernel, device=FakeDevice(clock, flush_ms=0.5), max_time_s=0.03)
     assert stats.n == 20
 

@@ -1,0 +1,123 @@
+"""One benchmark case as the workflow runs it: every contender on one (op, matrix, feature size).
+
+It composes the pieces of :mod:`sparsetir.bench.quick` (case, contender preparation and
+correctness check, timing) and turns each contender's outcome into a validated result record
+(:mod:`sparsetir.bench.records`). A contender that cannot be built, fails, or computes a wrong
+result gets a record saying so; it never stops the others.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from .quick import BASELINE_MODULES, OPS, Row, contender_rows, measure_copy_bandwidth, time_rows
+from .records import ALL_CONTENDERS, make_record, provenance
+from .timer import CUDA_FLUSH_BYTES, time_cuda
+
+__all__ = ["REASON_CHARS", "flops", "measure_bandwidth", "run_case", "short_reason", "status_of", "unavailable_records"]
+
+
+def flops(op: str, nnz: int, feat: int) -> int:
+    """Useful floating-point operations: SpMM ``2 nnz F``; SDDMM ``2 nnz F + nnz`` (the scaling)."""
+    if op == "spmm":
+        return 2 * nnz * feat
+    if op == "sddmm":
+        return 2 * nnz * feat + nnz
+    raise ValueError(f"unknown op {op!r}; expected 'spmm' or 'sddmm'")
+
+
+#: Reasons are kept to one line of at most this many characters (a TVM error can hold a whole IR dump).
+REASON_CHARS = 400
+
+
+def short_reason(text: str) -> str:
+    """``text`` on one line, cut to :data:`REASON_CHARS` characters."""
+    line = " ".join(part.strip() for part in text.strip().splitlines()[:3] if part.strip())
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1] + "…"
+
+
+def status_of(row: Row) -> tuple[str, str | None]:
+    """A contender row's record status and (one-line) reason."""
+    if row.stats is not None:
+        return "ok", None
+    error = short_reason(row.error or "not timed")
+    if error.startswith("unavailable"):
+        return "unavailable", error
+    if error.startswith("wrong result"):
+        return "wrong", error
+    return "failed", error
+
+
+def measure_bandwidth(timing: dict, device: str) -> dict:
+    """Copy bandwidth in this run: the CPU's (2x LLC copy) or the GPU's (256 MiB device copy)."""
+    if device == "cpu":
+        return measure_copy_bandwidth(timing)
+    import torch
+
+    size = CUDA_FLUSH_BYTES
+    source = torch.ones(size, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    stats = time_cuda(lambda: target.copy_(source), samples=min(timing.get("samples", 30), 30))
+    return {"bytes": 2 * size, "bytes_per_s": 2 * size / stats.median, "method": "torch copy_ on the GPU",
+            "stats": {"copy_": stats.to_dict()}}
+
+
+def _times(row: Row) -> dict:
+    if row.timings:
+        return {"convert_s": row.timings.get("convert_s"), "compile_s": row.timings.get("compile_s"),
+                "tune_s": row.timings.get("tune_s"), "setup_s": row.setup_s}
+    return {"convert_s": row.setup_s, "compile_s": None, "tune_s": None, "setup_s": row.setup_s}
+
+
+def run_case(
+    *,
+    experiment: str,
+    op: str,
+    dataset: str,
+    matrix: sp.csr_matrix,
+    feat: int,
+    sparsetir_formats: Mapping[str, str],
+    timing: dict,
+    baseline_modules: Sequence[str] = BASELINE_MODULES,
+    options: Mapping[str, Mapping] | None = None,
+    exclude: Sequence[str] = (),
+    device: str = "cpu",
+    seed: int = 0,
+    bandwidth: dict | None = None,
+) -> list[dict]:
+    """Prepare, check and time every contender; return one record per contender."""
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; expected one of {', '.join(OPS)}")
+    if not isinstance(feat, int) or feat < 1:
+        raise ValueError(f"feat must be a positive integer, got {feat!r}")
+    case = OPS[op].make_case(matrix, feat, np.random.default_rng(seed))
+    rows = contender_rows(op, matrix, case, sparsetir_formats, set(exclude), baseline_modules=baseline_modules,
+                          device=device, options=options)
+    bandwidth = bandwidth or measure_bandwidth(timing, device)
+    time_rows(op, rows, case, bandwidth["bytes_per_s"], timing, device)
+    where = provenance(device=device, flush=timing.get("flush", True),
+                       extra={"timing": dict(timing), "copy_bandwidth": {k: bandwidth[k] for k in ("bytes", "bytes_per_s", "method")}})
+    records = []
+    for row in rows:
+        status, reason = status_of(row)
+        records.append(make_record(
+            experiment=experiment, op=op, device=device, dataset=dataset, feat=feat, contender=row.contender,
+            status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
+            shape=matrix.shape, nnz=int(matrix.nnz), variant=sparsetir_formats.get(row.contender),
+            times=_times(row), min_bytes=case.min_bytes, flops=flops(op, int(matrix.nnz), feat),
+            copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where,
+        ))
+    return records
+
+
+def unavailable_records(*, experiment: str, op: str, dataset: str, feats: Sequence[int], reason: str,
+                        device: str = "cpu") -> list[dict]:
+    """One ``"*"`` record per feature size for a case that could not run at all (e.g. no dataset)."""
+    reason = short_reason(reason if reason.startswith("unavailable") else f"unavailable: {reason}")
+    where = provenance(device=device, flush=False)
+    return [make_record(experiment=experiment, op=op, device=device, dataset=dataset, feat=feat,
+                        contender=ALL_CONTENDERS, status="unavailable", reason=reason, provenance=where)
+            for feat in feats]
