@@ -1,10 +1,14 @@
 # Two commands do all the set-up on a fresh machine:
-#   make test        create .venv (if missing), install sparsetir[test] under constraints.txt, run pytest
-#   make reproduce   (arrives with the benchmark-harness issue)
+#   make test        create .venv (if missing), install sparsetir[test,bench,dgl] under constraints.txt, run pytest
+#                    (including the smoke workflow, workflows/config/smoke.yaml)
+#   make reproduce   the same set-up, then the default workflow on CPU (embedded + mirror data)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-stamp
+EXTRAS := test,bench,dgl
+STAMP := $(VENV)/.installed-test-bench-dgl
+CORES ?= $(shell nproc 2>/dev/null || echo 2)
+SNAKEMAKE := $(VENV)/bin/snakemake
 
 # Real graphs for tests and benchmarks: the offline mirror next to the checkout, unless set already.
 SHARED_DATA := $(abspath ../shared/data)
@@ -12,7 +16,7 @@ ifneq ($(wildcard $(SHARED_DATA)),)
 export SPARSETIR_DATA_MIRROR ?= $(SHARED_DATA)
 endif
 
-.PHONY: test venv bench reproduce clean
+.PHONY: test venv bench reproduce report unlock clean
 
 BENCH_FEATS ?= 32 64 128 256
 
@@ -20,7 +24,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 test: $(STAMP)
@@ -32,8 +36,25 @@ bench: $(STAMP)
 	$(PY) -m sparsetir.bench.quick spmm --dataset all-benchmark $(foreach f,$(BENCH_FEATS),--feat $(f)) \
 		--exclude torch-dense --json results/quick-spmm.json
 
-reproduce:
-	@echo 'make reproduce arrives with the benchmark-harness issue (#4); nothing to run yet.' >&2; exit 2
+# The default workflow (workflows/config/default.yaml) on CPU. A run that was killed resumes:
+# finished cases are kept, unfinished ones are redone (--rerun-incomplete after --unlock).
+reproduce: $(STAMP)
+	$(SNAKEMAKE) --unlock --cores 1 >/dev/null
+	$(SNAKEMAKE) --cores $(CORES) --rerun-incomplete --keep-going
+	$(SNAKEMAKE) --cores 1 --report results/report.html
+	@echo
+	@echo "Tables:  results/spmm/speedup.{csv,md,tex}  results/sddmm/speedup.{csv,md,tex}"
+	@echo "Figures: results/spmm/figures/*.png  results/sddmm/figures/*.png"
+	@echo "Report:  results/report.html    Records: results/<experiment>/records/"
+	@echo "Pending experiments (not implemented yet): results/{attention,conv,rgcn,sage}/speedup.md"
+
+# Rebuild only the HTML report from existing results.
+report: $(STAMP)
+	$(SNAKEMAKE) --cores 1 --report results/report.html
+
+# Release the lock a killed snakemake run leaves behind (reproduce does this itself).
+unlock: $(STAMP)
+	$(SNAKEMAKE) --unlock --cores 1
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -16,6 +16,10 @@ DEFAULT_MIRROR = REPO_ROOT.parent / "shared" / "data"
 os.environ.setdefault("SPARSETIR_CACHE_DIR", str(REPO_ROOT / ".cache" / "test-kernels"))
 if DEFAULT_MIRROR.is_dir():
     os.environ.setdefault("SPARSETIR_DATA_MIRROR", str(DEFAULT_MIRROR))
+# Dataset downloads go to a cache inside the checkout, and are off unless a test turns them on
+# (the download tests serve files from 127.0.0.1); nothing in the suite reaches the network.
+os.environ.setdefault("SPARSETIR_DATA_CACHE", str(REPO_ROOT / ".cache" / "test-data"))
+os.environ.setdefault("SPARSETIR_DATA_DOWNLOAD", "0")
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 
 from sparsetir.data import MIRROR_ENV, clear_caches  # noqa: E402
@@ -37,6 +41,19 @@ def use_mirror(monkeypatch, mirror_path) -> Path:
     """Point the registry at the real mirror for one test."""
     monkeypatch.setenv(MIRROR_ENV, str(mirror_path))
     return mirror_path
+
+
+@pytest.fixture
+def isolated_data(monkeypatch, tmp_path) -> Path:
+    """No cache, embedded folder or mirror to fall back on: an empty cache in ``tmp_path/cache``."""
+    from sparsetir.data import CACHE_ENV, EMBEDDED_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(EMBEDDED_ENV, "none")
+    monkeypatch.delenv(MIRROR_ENV, raising=False)
+    clear_caches()
+    yield tmp_path / "cache"
+    clear_caches()
 
 
 @pytest.fixture

@@ -1,0 +1,34 @@
+"""sparsetir benchmark workflow (see README "Benchmark harness").
+
+    snakemake --cores 2                          # all: every experiment (default config)
+    snakemake --cores 2 spmm                     # one experiment: spmm, sddmm, attention, conv, rgcn, sage
+    snakemake --cores 2 --configfile workflows/config/smoke.yaml
+    snakemake --report results/report.html       # HTML report with the tables and figures
+"""
+
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+min_version("8.0")
+
+# A --configfile replaces the default instead of being merged into it (merging would leak keys);
+# --config key=value overrides apply on top of either.
+if not workflow.config_settings.configfiles:
+    configfile: Path(workflow.basedir) / "workflows" / "config" / "default.yaml"
+
+validate(config, Path(workflow.basedir) / "workflows" / "config" / "schema.yaml")
+
+
+include: "workflows/rules/common.smk"
+
+
+rule all:
+    input:
+        [target for experiment in ALL_EXPERIMENTS for target in experiment_targets(experiment)],
+
+
+include: "workflows/rules/data.smk"
+include: "workflows/rules/bench.smk"
+include: "workflows/rules/aggregate.smk"
+include: "workflows/rules/pending.smk"

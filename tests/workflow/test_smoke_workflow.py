@@ -1,0 +1,115 @@
+"""The CI smoke workflow end to end, killed midway and resumed: tables, figures, report.
+
+One scratch folder goes through the whole story: a run is killed (SIGKILL, the whole process
+group) as soon as its first case has finished; the restarted run keeps that result untouched
+and redoes only what was unfinished; the tables, figures and HTML report then exist, a graph
+that no route provides has rows that say why, and a failing contender has its own row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workflow_runner import CONFIGS, REPO_ROOT, run_snakemake, snakemake_command
+
+SMOKE = str(CONFIGS / "smoke.yaml")
+DEADLINE_S = 180
+
+
+def _finished_records(workdir: Path) -> dict[Path, tuple[int, bytes]]:
+    return {path: (path.stat().st_mtime_ns, path.read_bytes())
+            for path in (workdir / "results").glob("*/records/*/feat*.json")}
+
+
+def _completed_case_outputs(log: str) -> set[str]:
+    """Outputs of the run_case jobs that snakemake's log reports as finished."""
+    outputs = dict(re.findall(r"rule run_case:\n(?:\s+\w+: .*\n)*?\s+output: (\S+)\n\s+jobid: (\d+)", log))
+    by_job = {job: output for output, job in outputs.items()}
+    return {by_job[job] for job in re.findall(r"Finished jobid: (\d+)", log) if job in by_job}
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """Run, kill after the first finished case, resume; return (workdir, kept records, resumed log)."""
+    workdir = tmp_path_factory.mktemp("smoke")
+    log_path = workdir.parent / f"{workdir.name}-killed-run.log"
+    started = time.monotonic()
+    with log_path.open("w") as log:
+        process = subprocess.Popen(snakemake_command(workdir, "--cores", "2", "--configfile", SMOKE), cwd=REPO_ROOT,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        while not (completed := _completed_case_outputs(log_path.read_text())):
+            assert process.poll() is None, "the smoke run ended before any case finished"
+            assert time.monotonic() - started < DEADLINE_S, "no case finished in time"
+            time.sleep(0.1)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    kept = {path: state for path, state in _finished_records(workdir).items()
+            if str(path.relative_to(workdir)) in completed}
+    assert kept
+    assert not (workdir / "results" / "spmm" / "speedup.csv").exists(), "killed too late to test a resume"
+
+    assert run_snakemake(workdir, "--unlock", "--cores", "1", "--configfile", SMOKE).returncode == 0
+    resumed = run_snakemake(workdir, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete")
+    assert resumed.returncode == 0, resumed.stdout[-5000:]
+    assert time.monotonic() - started < DEADLINE_S, "the smoke workflow must stay within 3 minutes"
+    return workdir, kept, resumed.stdout
+
+
+def test_a_killed_run_keeps_finished_results_and_redoes_the_rest(smoke_run):
+    workdir, kept, log = smoke_run
+    for path, (mtime, content) in kept.items():
+        assert path.stat().st_mtime_ns == mtime and path.read_bytes() == content, path
+        assert f"output: {path.relative_to(workdir)}" not in log  # not run again
+    assert len(_finished_records(workdir)) == 6 > len(kept)
+    assert not list((workdir / "results").rglob("*.tmp"))  # atomic writes leave no partial files
+
+
+def test_tables_say_why_a_graph_or_a_contender_did_not_run(smoke_run):
+    workdir, _, _ = smoke_run
+    table = pd.read_csv(workdir / "results" / "spmm" / "speedup.csv")
+    reddit = table[table.dataset == "reddit"]
+    assert list(reddit.contender) == ["*"] and reddit.reason.iloc[0].startswith("unavailable: ")
+    assert "downloads are disabled" in reddit.reason.iloc[0]
+    timed = table[(table.dataset == "cora") & (table.status == "ok")]
+    assert {"sparsetir-csr", "scipy", "torch-csr-i32", "pyg-edgeindex"} <= set(timed.contender)
+    assert (timed.speedup_vs_reference > 0).all() and (timed.dram_fraction > 0).all()
+    cupy = table[table.contender == "cupy-cusparse"]
+    assert (cupy.status == "unavailable").all() and cupy.reason.str.contains("cupy").all()
+    markdown = (workdir / "results" / "spmm" / "speedup.md").read_text()
+    assert "| reddit" in markdown and "unavailable" in markdown and "mean in parentheses" in markdown
+    sddmm = pd.read_csv(workdir / "results" / "sddmm" / "speedup.csv")
+    assert set(sddmm[sddmm.status == "ok"].reference) == {"torch-sampled-addmm"}
+
+
+def test_records_carry_provenance_and_separate_times(smoke_run):
+    workdir, _, _ = smoke_run
+    records = json.loads((workdir / "results" / "spmm" / "records" / "cora" / "feat8.json").read_text())
+    sparsetir = next(r for r in records if r["contender"] == "sparsetir-csr")
+    assert sparsetir["status"] == "ok" and sparsetir["times"]["compile_s"] is not None
+    assert sparsetir["provenance"]["env"]["GOMP_SPINCOUNT"] == "10000"
+    assert sparsetir["provenance"]["env"]["TVM_THREAD_POOL_SPIN_COUNT"] == "1000"
+    assert sparsetir["provenance"]["versions"]["torch"] and sparsetir["copy_bytes_per_s"] > 0
+
+
+def test_figures_pending_tables_and_the_html_report(smoke_run):
+    workdir, _, _ = smoke_run
+    for experiment in ("spmm", "sddmm"):
+        for figure in ("speedup_bars.png", "roofline.png"):
+            assert (workdir / "results" / experiment / "figures" / figure).read_bytes()[:4] == b"\x89PNG"
+    for experiment in ("attention", "conv", "rgcn", "sage"):
+        assert "not implemented yet" in (workdir / "results" / experiment / "speedup.md").read_text()
+    report = workdir / "report.html"
+    result = run_snakemake(workdir, "--cores", "1", "--configfile", SMOKE, "--report", str(report))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert report.stat().st_size > 10_000 and "<html" in report.read_text(errors="replace")[:2000].lower()

@@ -1,0 +1,38 @@
+# Shared names: the checked config, dataset slugs, and each experiment's target files.
+import glob
+import sys
+
+sys.path.insert(0, str(Path(workflow.basedir) / "workflows" / "scripts"))
+from harness_config import PENDING_EXPERIMENTS, cases, check_config, dataset_names, dataset_slug
+
+check_config(config)
+
+RESULTS = config["results"].rstrip("/")
+DATASETS = dataset_names(config)  # slug -> registry name or generator spec
+BENCH_EXPERIMENTS = tuple(config["experiments"])
+ALL_EXPERIMENTS = BENCH_EXPERIMENTS + PENDING_EXPERIMENTS
+
+
+def record_paths(experiment):
+    """The per-case record files of a benchmark experiment."""
+    return [f"{RESULTS}/{experiment}/records/{dataset_slug(name)}/feat{feat}.json" for name, feat in cases(config)]
+
+
+def merged_record_paths(wildcards=None):
+    """Records measured elsewhere (config merge_records globs), merged into the tables."""
+    return sorted({path for pattern in config["merge_records"] for path in glob.glob(pattern)})
+
+
+def experiment_targets(experiment):
+    """What the target named after ``experiment`` builds."""
+    tables = [f"{RESULTS}/{experiment}/speedup.{ext}" for ext in ("csv", "md", "tex")]
+    if experiment in PENDING_EXPERIMENTS:
+        return tables
+    return tables + [f"{RESULTS}/{experiment}/figures/speedup_bars.png",
+                     f"{RESULTS}/{experiment}/figures/roofline.png"]
+
+
+for _experiment in ALL_EXPERIMENTS:
+    rule:
+        name: _experiment
+        input: experiment_targets(_experiment)

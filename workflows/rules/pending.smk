@@ -1,0 +1,13 @@
+# Experiments later issues fill (block-sparse attention, sparse convolution, RGCN, GraphSAGE).
+# Until then each target writes tables that say "not implemented yet", with no numbers.
+
+
+rule pending_experiment:
+    output:
+        csv=f"{RESULTS}/{{pending}}/speedup.csv",
+        md=f"{RESULTS}/{{pending}}/speedup.md",
+        tex=f"{RESULTS}/{{pending}}/speedup.tex",
+    wildcard_constraints:
+        pending="|".join(PENDING_EXPERIMENTS),
+    script:
+        "../scripts/pending_experiment.py"

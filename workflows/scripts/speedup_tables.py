@@ -1,0 +1,225 @@
+"""Workflow step: speedup tables of one experiment (pandas): ``speedup.csv``, ``.md`` and ``.tex``.
+
+For every case (device, dataset, feature size) each timed contender gets:
+
+- ``speedup_vs_reference``: the reference's median over the contender's median (> 1: faster),
+  and ``speedup_vs_reference_mean`` from the means. The reference is the experiment's
+  configured baseline per device (cuSPARSE for SpMM on a GPU, torch ``sampled_addmm`` for
+  SDDMM), or, with ``best-cpu-library``, the fastest CPU library of that case.
+- on the CPU, ``speedup_vs_best_cpu`` (and ``_mean``): over the fastest (by median) of the
+  configured CPU libraries in that case.
+- ``gbytes_per_s`` and ``dram_fraction``: the min-bytes model (``min_bytes / median``) against
+  the copy bandwidth measured in the same run.
+
+The CSV is long (one row per record, contenders that did not run included with their reason).
+The Markdown and LaTeX tables are wide: one row per case, one column per contender, each cell
+``median speedup (mean speedup)``, a geometric-mean row, and the reasons for what did not run.
+"""
+
+
+import math
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+BEST_CPU = "best-cpu-library"
+CASE = ["device", "dataset", "feat"]
+_STAT_COLUMNS = {"median": "median_s", "mean": "mean_s", "p20": "p20_s", "p80": "p80_s", "n": "samples"}
+_TIME_COLUMNS = ("convert_s", "compile_s", "tune_s")
+
+
+def records_frame(records: Iterable[dict]) -> pd.DataFrame:
+    """One row per record; a later record for the same (case, contender) replaces an earlier one."""
+    rows = []
+    for record in records:
+        stats = record.get("stats") or {}
+        row = {key: record.get(key) for key in ("experiment", "device", "dataset", "feat", "contender",
+                                                "variant", "status", "reason", "nnz", "min_bytes", "flops",
+                                                "copy_bytes_per_s")}
+        row.update({column: stats.get(key) for key, column in _STAT_COLUMNS.items()})
+        row.update({key: (record.get("times") or {}).get(key) for key in _TIME_COLUMNS})
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=list(rows[0]) if rows else None)
+    if frame.empty:
+        raise ValueError("no records to aggregate")
+    return frame.drop_duplicates(subset=CASE + ["contender"], keep="last").reset_index(drop=True)
+
+
+def _best_of(ok: pd.DataFrame, libraries: Sequence[str]) -> pd.DataFrame:
+    """Per case: the fastest (by median) of ``libraries`` among the timed rows."""
+    pool = ok[ok["contender"].isin(libraries)]
+    if pool.empty:
+        return pd.DataFrame(columns=CASE + ["best", "best_median", "best_mean"])
+    best = pool.loc[pool.groupby(CASE)["median_s"].idxmin(), CASE + ["contender", "median_s", "mean_s"]]
+    return best.rename(columns={"contender": "best", "median_s": "best_median", "mean_s": "best_mean"})
+
+
+def speedup_frame(records: Iterable[dict], settings: dict, experiment: str | None = None) -> pd.DataFrame:
+    """The long speedup table (see the module docstring) for one experiment's records."""
+    frame = records_frame(records)
+    if experiment is not None:
+        frame = frame[frame["experiment"] == experiment].reset_index(drop=True)
+        if frame.empty:
+            raise ValueError(f"no records of experiment {experiment!r}")
+    frame["feat"] = frame["feat"].astype(int)
+    ok = frame[frame["status"] == "ok"]
+    best = _best_of(ok[ok["device"] == "cpu"], settings["cpu_libraries"])
+    frame = frame.merge(best, on=CASE, how="left")
+    reference_median = pd.Series(np.nan, index=frame.index)
+    reference_mean = pd.Series(np.nan, index=frame.index)
+    reference_name = pd.Series(None, index=frame.index, dtype=object)
+    for device, reference in settings["reference"].items():
+        on_device = frame["device"] == device
+        if reference == BEST_CPU:
+            reference_median[on_device] = frame.loc[on_device, "best_median"]
+            reference_mean[on_device] = frame.loc[on_device, "best_mean"]
+            reference_name[on_device] = frame.loc[on_device, "best"]
+            continue
+        chosen = ok[(ok["device"] == device) & (ok["contender"] == reference)][CASE + ["median_s", "mean_s"]]
+        merged = frame[CASE].merge(chosen, on=CASE, how="left")
+        reference_median[on_device] = merged.loc[on_device, "median_s"]
+        reference_mean[on_device] = merged.loc[on_device, "mean_s"]
+        reference_name[on_device] = reference
+    frame["reference"] = reference_name
+    frame["speedup_vs_reference"] = reference_median / frame["median_s"]
+    frame["speedup_vs_reference_mean"] = reference_mean / frame["mean_s"]
+    frame["speedup_vs_best_cpu"] = frame["best_median"] / frame["median_s"]
+    frame["speedup_vs_best_cpu_mean"] = frame["best_mean"] / frame["mean_s"]
+    frame["gbytes_per_s"] = frame["min_bytes"] / frame["median_s"] / 1e9
+    frame["dram_fraction"] = frame["min_bytes"] / frame["median_s"] / frame["copy_bytes_per_s"]
+    frame = frame.rename(columns={"best": "best_cpu_library"}).drop(columns=["best_median", "best_mean"])
+    return frame
+
+
+def geomean(values: pd.Series) -> float:
+    """Geometric mean of the finite positive values (NaN when there are none)."""
+    values = values[np.isfinite(values) & (values > 0)]
+    return float(np.exp(np.log(values).mean())) if len(values) else math.nan
+
+
+def _cell(median: float, mean: float, status: str = "ok") -> str:
+    if status != "ok":
+        return status  # unavailable / failed / wrong: the reason is in the "Did not run" table
+    if not np.isfinite(median):
+        return "n/a"  # timed, but its case has no reference
+    return f"{median:.2f} ({mean:.2f})" if np.isfinite(mean) else f"{median:.2f}"
+
+
+def wide_table(frame: pd.DataFrame, column: str, dataset_order: Sequence[str] = ()) -> pd.DataFrame:
+    """Cases x contenders, each cell ``median (mean)`` of ``column``, plus a geomean row and notes."""
+    contenders = [c for c in dict.fromkeys(frame["contender"]) if c != "*"]
+    order = {name: i for i, name in enumerate(dict.fromkeys(list(dataset_order) + list(frame["dataset"])))}
+    cases = frame[CASE].drop_duplicates().sort_values(CASE, key=lambda s: s.map(order) if s.name == "dataset" else s)
+    table = []
+    for device, dataset, feat in cases.itertuples(index=False):
+        rows = frame[(frame["device"] == device) & (frame["dataset"] == dataset) & (frame["feat"] == feat)]
+        by_contender = rows.set_index("contender")
+        entry = {"device": device, "dataset": dataset, "feat": int(feat)}
+        for contender in contenders:
+            if contender in by_contender.index:
+                row = by_contender.loc[contender]
+                entry[contender] = _cell(row[column], row[f"{column}_mean"], row["status"])
+            elif "*" in by_contender.index:
+                entry[contender] = by_contender.loc["*", "status"]
+            else:
+                entry[contender] = "n/a"
+        dataset_level = rows[rows["contender"] == "*"]
+        entry["note"] = dataset_level["reason"].iloc[0] if len(dataset_level) else ""
+        table.append(entry)
+    table = _collapse_unavailable_datasets(table)
+    geo = {"device": "", "dataset": "geomean", "feat": ""}
+    for contender in contenders:
+        mine = frame[frame["contender"] == contender]
+        geo[contender] = _cell(geomean(mine[column]), geomean(mine[f"{column}_mean"]))
+    geo["note"] = "over the cases each contender ran"
+    table.append(geo)
+    return pd.DataFrame(table)
+
+
+def _collapse_unavailable_datasets(rows: list[dict]) -> list[dict]:
+    """One row per dataset that could not run at all, listing its feature sizes, not one per size."""
+    out, seen = [], {}
+    for row in rows:
+        key = (row["device"], row["dataset"], row["note"])
+        if row["note"] and key in seen:
+            seen[key]["feat"] = f"{seen[key]['feat']}, {row['feat']}"
+            continue
+        if row["note"]:
+            row = dict(row)
+            seen[key] = row
+        out.append(row)
+    return out
+
+
+def not_run_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Contenders (or whole datasets, ``*``) that did not run, with their reason and case count."""
+    failed = frame[frame["status"] != "ok"]
+    if failed.empty:
+        return pd.DataFrame(columns=["contender", "status", "cases", "reason"])
+    grouped = failed.groupby(["contender", "status", "reason"], dropna=False).size().reset_index(name="cases")
+    return grouped[["contender", "status", "cases", "reason"]]
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    return table.to_markdown(index=False) if not table.empty else "(none)"
+
+
+def _reference_sentence(frame: pd.DataFrame, settings: dict) -> str:
+    parts = []
+    for device in dict.fromkeys(frame["device"]):
+        reference = settings["reference"].get(device, "?")
+        parts.append(f"{device}: {'the best CPU library per case' if reference == BEST_CPU else reference}")
+    return "; ".join(parts)
+
+
+def markdown_report(frame: pd.DataFrame, settings: dict, experiment: str, dataset_order: Sequence[str] = ()) -> str:
+    """The Markdown tables of one experiment."""
+    copy = frame["copy_bytes_per_s"].dropna()
+    lines = [
+        f"# {experiment}: speedup (median; mean in parentheses)",
+        "",
+        f"Reference ({_reference_sentence(frame, settings)}). Values > 1 are faster than the reference.",
+    ]
+    if len(copy):
+        lines.append(f"Copy bandwidth measured in the same runs: {copy.median() / 1e9:.1f} GB/s (median over cases).")
+    lines += ["", "## Speedup over the reference", "", _markdown(wide_table(frame, "speedup_vs_reference", dataset_order))]
+    if (frame["device"] == "cpu").any() and settings["reference"].get("cpu") != BEST_CPU:
+        cpu = frame[frame["device"] == "cpu"]
+        lines += ["", "## Speedup over the best CPU library of each case", "",
+                  _markdown(wide_table(cpu, "speedup_vs_best_cpu", dataset_order))]
+    timed = frame[frame["status"] == "ok"]
+    if len(timed):
+        fraction = timed.pivot_table(index=["device", "dataset", "feat"], columns="contender", values="dram_fraction",
+                                     sort=False)
+        lines += ["", "## Achieved fraction of copy bandwidth (min-bytes model)", "",
+                  fraction.round(3).reset_index().to_markdown(index=False)]
+    lines += ["", "## Did not run", "", _markdown(not_run_table(frame)), ""]
+    return "\n".join(lines)
+
+
+def latex_table(frame: pd.DataFrame, dataset_order: Sequence[str] = ()) -> str:
+    """The wide speedup-over-reference table as a LaTeX tabular (booktabs)."""
+    table = wide_table(frame, "speedup_vs_reference", dataset_order).drop(columns=["note"])
+    return table.to_latex(index=False, escape=True)
+
+
+def write_tables(records: list[dict], settings: dict, experiment: str, csv: Path, md: Path, tex: Path,
+                 dataset_order: Sequence[str] = ()) -> pd.DataFrame:
+    """Aggregate ``records`` and write the three tables atomically; return the long frame."""
+    from sparsetir.bench.records import write_text_atomic
+
+    frame = speedup_frame(records, settings, experiment)
+    write_text_atomic(csv, frame.to_csv(index=False))
+    write_text_atomic(md, markdown_report(frame, settings, experiment, dataset_order))
+    write_text_atomic(tex, latex_table(frame, dataset_order))
+    return frame
+
+
+if "snakemake" in globals():
+    from sparsetir.bench.records import read_records
+
+    write_tables(read_records(list(snakemake.input.records) + list(snakemake.input.merged)),
+                 snakemake.params.settings, snakemake.wildcards.experiment, snakemake.output.csv,
+                 snakemake.output.md, snakemake.output.tex, snakemake.params.datasets)
