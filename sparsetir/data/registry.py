@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from .gnn_benchmark_npz import read_gnn_benchmark_npz
 from .graphdata_npz import read_graphdata_npz
