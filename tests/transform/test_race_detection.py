@@ -7,6 +7,11 @@ the CPU kernel race, and the same check the hyb tests use must notice.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -33,9 +38,9 @@ def row_accumulation(claim_distinct: bool):
     return sparsetir.build(ir.SparseFunction("accumulate", [accumulate], params=[A, B, C]))
 
 
-def mismatching_runs(kernel, runs: int = 25) -> int:
+def mismatching_runs(kernel, runs: int = 25, pieces: int = 64) -> int:
     rng = np.random.default_rng(0)
-    pieces, n = 64, 4096
+    n = 4096
     rows = np.zeros(pieces, np.int32)  # every piece adds into row 0
     cols = rng.integers(0, n, size=(pieces, 1024)).astype(np.int32)
     values = rng.uniform(size=(pieces, 1024)).astype(np.float32)
@@ -60,8 +65,23 @@ def test_validation_refuses_repeated_coordinates_on_a_distinct_axis():
                P_indices=rows, S_indices=cols, m=3)
 
 
+RACY_RUN = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from test_race_detection import mismatching_runs, row_accumulation
+print(mismatching_runs(row_accumulation(claim_distinct=True), runs=40, pieces=512))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a race needs two cores running at once")
 def test_the_race_check_catches_falsely_distinct_rows():
-    assert mismatching_runs(row_accumulation(claim_distinct=True)) > 0
+    """In a fresh process with a two-thread pool (this one's may have been sized already); each
+    thread's half takes milliseconds, so both threads update row 0 at the same time."""
+    env = dict(os.environ, TVM_NUM_THREADS="2")
+    run = subprocess.run([sys.executable, "-c", RACY_RUN, str(Path(__file__).parent)], capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert int(run.stdout.strip().splitlines()[-1]) > 0
 
 
 def test_the_same_kernel_without_the_claim_never_races():
