@@ -341,19 +341,19 @@ def measure_copy_bandwidth(timing: dict) -> dict:
 
 # ---------------------------------------------------------------- output
 
-_HEADER = f"{'contender':<20}{'median ms':>11}{'p20 ms':>10}{'p80 ms':>10}{'mean ms':>10}{'n':>5}{'vs best':>9}{'setup ms':>10}{'DRAM':>7}"
+_HEADER = f"{'contender':<34}{'median ms':>11}{'p20 ms':>10}{'p80 ms':>10}{'mean ms':>10}{'n':>5}{'vs best':>9}{'setup ms':>10}{'DRAM':>7}"
 
 
 def format_rows(rows: list[Row]) -> str:
     lines = [_HEADER]
     for row in rows:
         if row.stats is None:
-            lines.append(f"{row.contender:<20}{row.error}")
+            lines.append(f"{row.contender:<34}{row.error}")
             continue
         s = row.stats
         speedup = _ratio(row.speedup_vs_best)
         lines.append(
-            f"{row.contender:<20}{s.median * 1e3:>11.3f}{s.p20 * 1e3:>10.3f}{s.p80 * 1e3:>10.3f}"
+            f"{row.contender:<34}{s.median * 1e3:>11.3f}{s.p20 * 1e3:>10.3f}{s.p80 * 1e3:>10.3f}"
             f"{s.mean * 1e3:>10.3f}{s.n:>5}{speedup:>9}{row.setup_s * 1e3:>10.1f}{row.dram_fraction:>7.2f}"
         )
     return "\n".join(lines)
@@ -414,7 +414,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="cap on the (estimated) sampling time per case; fewer samples, at least 10 (default 30)")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="threads for torch and TVM (default: all usable cores)")
-    parser.add_argument("--format", default="csr", help="sparsetir format (default csr)")
+    parser.add_argument("--format", action="append", dest="formats", metavar="FORMAT",
+                        help="sparsetir format, e.g. csr, ell:32, bsr:4, hyb:1:1,2,4,8 (repeatable: one "
+                             "sparsetir contender each, named sparsetir[FORMAT]; default csr, named sparsetir)")
     parser.add_argument("--exclude", action="append", default=[], metavar="CONTENDER",
                         help="skip a contender, e.g. torch-dense (repeatable)")
     parser.add_argument("--no-flush", action="store_true", help="do not flush the cache between calls")
@@ -423,6 +425,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.feat = args.feat or [32, 64, 128, 256]
     return args
+
+
+def sparsetir_contenders(formats: list[str] | None) -> dict[str, str]:
+    """Contender name -> format: plain ``sparsetir`` for the default CSR, ``sparsetir[fmt]`` otherwise."""
+    if not formats:
+        return {SPARSETIR: "csr"}
+    if formats == ["csr"]:
+        return {SPARSETIR: "csr"}
+    return {f"{SPARSETIR}[{fmt}]": fmt for fmt in formats}
 
 
 def configure_threads(threads: int) -> list[str]:
@@ -473,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for feat in args.feat:
             case = make_case(A, feat, np.random.default_rng(args.seed))
-            rows = contender_rows(args.op, A, case, args.format, exclude=set(args.exclude))
+            rows = contender_rows(args.op, A, case, sparsetir_contenders(args.formats), exclude=set(args.exclude))
             time_rows(args.op, rows, case, copy["bytes_per_s"], timing)
             print(f"\n{dataset} ({A.shape[0]:,} x {A.shape[1]:,}, {A.nnz:,} nnz), feat {feat}")
             print(format_rows(rows))
