@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 
 import numpy as np
 
 from ..backend import build, device_of, normalize_target
+from ..ir import dense_fixed, size_vars, sparse_variable
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
 from ..runtime.slot_layout import SlotLayout
@@ -88,13 +90,64 @@ def compiled_function(op: str, make_function, fmt, feat: int, dtype: str, idtype
     return _compiled[key]
 
 
-def make_kernel(op: str, make_function, fmt, matrix, *, feat, dtype, idtype, target, device, knobs, inputs,
-                output, convert_s: float, output_per_slot: bool = False) -> Kernel:
-    """Bind a compiled op to ``matrix``'s structure; records conversion and compile times.
+@dataclass
+class OperandAxes:
+    """The axes every op over CSR declares: rows, stored columns, dense columns, features."""
+
+    rows: object
+    cols: object
+    dense_cols: object
+    features: object
+
+
+def csr_operand_axes(feat: int, idtype: str) -> OperandAxes:
+    m, n, nnz = size_vars("m n nnz", idtype)
+    rows = dense_fixed("I", m, idtype)
+    return OperandAxes(rows, sparse_variable("J", rows, n, nnz), dense_fixed("J_", n, idtype),
+                       dense_fixed("K", feat, idtype))
+
+
+@dataclass
+class PreparedMatrix:
+    """A validated input in its format's host arrays, with the dtypes and target a kernel needs."""
+
+    fmt: object
+    matrix: object  # the validated CSR input (canonical when asked)
+    converted: object  # its host arrays in ``fmt``
+    feat: int
+    dtype: str
+    idtype: str
+    target: dict
+    device: str
+    convert_s: float
+
+
+def prepare_matrix(A, feat, *, format, target, dtype, index_dtype, canonical: bool = False) -> PreparedMatrix:
+    """Check ``feat`` and the target, validate A, pick dtypes and convert A to its format (timed)."""
+    from ..formats import read_sparse_input
+    from ..formats.csr import choose_index_dtype
+
+    feat = check_feat(feat)
+    target, device = target_and_device(target)
+    started = time.perf_counter()
+    matrix = read_sparse_input(A, canonical=canonical)
+    fmt = resolved_format(format, matrix)
+    dtype = resolve_dtype(dtype, matrix.values.dtype, device)
+    m, n = matrix.shape
+    idtype = choose_index_dtype(m + 1, n + 1, matrix.nnz, m * feat, n * feat, requested=index_dtype)
+    converted = fmt.convert(matrix, dtype=dtype, index_dtype=idtype)
+    return PreparedMatrix(fmt, matrix, converted, feat, dtype, idtype, target, device, time.perf_counter() - started)
+
+
+def make_kernel(op: str, make_function, prepared: PreparedMatrix, *, knobs, inputs, output,
+                output_per_slot: bool = False) -> Kernel:
+    """Bind a compiled op to the prepared matrix's structure; records conversion and compile times.
 
     ``output_per_slot``: the op's output has A's pattern (SDDMM), so a decomposed kernel writes
     one output per sub-format, gathered back into CSR order.
     """
+    fmt, matrix, feat, dtype, idtype = prepared.fmt, prepared.converted, prepared.feat, prepared.dtype, prepared.idtype
+    target, device, convert_s = prepared.target, prepared.device, prepared.convert_s
     started = time.perf_counter()
     function = compiled_function(op, make_function, fmt, feat, dtype, idtype, target, knobs, fmt.sizes(matrix))
     compile_s = time.perf_counter() - started

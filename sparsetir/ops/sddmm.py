@@ -8,20 +8,16 @@ gathered back into CSR order.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import scipy.sparse as sp
 
 from ..formats import CSR, read_sparse_input
-from ..formats.csr import choose_index_dtype
 from ..formats.structure import SourceAxes
-from ..ir import SparseBuffer, SparseFunction, dense_fixed, size_vars, sparse_iteration, sparse_variable
+from ..ir import SparseBuffer, SparseFunction, sparse_iteration
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
 from ..transform import sparse_fuse
-from .operands import (check_dense_operand, check_feat, compose_format, make_kernel, resolve_dtype,
-                       resolved_format, target_and_device)
+from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_matrix
 
 SDDMM_FORMATS = ("csr", "ell", "bsr", "hyb")
 
@@ -29,14 +25,11 @@ SDDMM_FORMATS = ("csr", "ell", "bsr", "hyb")
 def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
                    horizontal_fuse=None) -> SparseFunction:
     """The Stage I SDDMM in ``fmt`` with ``feat``-long rows in X and Y (CSR: rows and columns fused)."""
-    m, n, nnz = size_vars("m n nnz", idtype)
-    rows = dense_fixed("I", m, idtype)
-    cols = sparse_variable("J", rows, n, nnz)
-    dense_cols = dense_fixed("J_", n, idtype)
-    features = dense_fixed("K", feat, idtype)
+    axes = csr_operand_axes(feat, idtype)
+    rows, cols, features = axes.rows, axes.cols, axes.features
     A = SparseBuffer("A", (rows, cols), dtype)
     X = SparseBuffer("X", (rows, features), dtype)
-    Y = SparseBuffer("Y", (dense_cols, features), dtype)
+    Y = SparseBuffer("Y", (axes.dense_cols, features), dtype)
     C = SparseBuffer("C", (rows, cols), dtype)
 
     @sparse_iteration([rows, cols, features], "SSR", name="sddmm")
@@ -55,23 +48,13 @@ def compile_sddmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dty
 
     The output holds one value per stored entry of the canonical A (``kernel.matrix``), in CSR order.
     """
-    feat = check_feat(feat)
-    target, device = target_and_device(target)
-    started = time.perf_counter()
-    matrix = read_sparse_input(A, canonical=True)
-    fmt = resolved_format(format, matrix)
-    if fmt.name not in SDDMM_FORMATS:
-        raise ValueError(f"sddmm supports the formats {SDDMM_FORMATS}, not {fmt!r}")
-    dtype = resolve_dtype(dtype, matrix.values.dtype, device)
-    m, n = matrix.shape
-    idtype = choose_index_dtype(m + 1, n + 1, matrix.nnz, m * feat, n * feat, requested=index_dtype)
-    converted = fmt.convert(matrix, dtype=dtype, index_dtype=idtype)
-    convert_s = time.perf_counter() - started
+    p = prepare_matrix(A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype, canonical=True)
+    if p.fmt.name not in SDDMM_FORMATS:
+        raise ValueError(f"sddmm supports the formats {SDDMM_FORMATS}, not {p.fmt!r}")
     fuse = knobs.get("horizontal_fuse")
-    kernel = make_kernel("sddmm", lambda: sddmm_function(fmt, feat, dtype, idtype, device, fuse), fmt,
-                         converted, feat=feat, dtype=dtype, idtype=idtype, target=target, device=device,
-                         knobs=knobs, inputs=["X", "Y"], output="C", convert_s=convert_s, output_per_slot=True)
-    kernel.matrix = matrix
+    kernel = make_kernel("sddmm", lambda: sddmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse), p,
+                         knobs=knobs, inputs=["X", "Y"], output="C", output_per_slot=True)
+    kernel.matrix = p.matrix
     return kernel
 
 

@@ -6,27 +6,20 @@ Stage I over CSR: ``C[i, k] += A[i, j] * B[j, k]`` over ``[I, J, K]`` with kinds
 
 from __future__ import annotations
 
-import time
-
 from ..formats import read_sparse_input
-from ..formats.csr import choose_index_dtype
 from ..formats.structure import SourceAxes
-from ..ir import SparseBuffer, SparseFunction, dense_fixed, size_vars, sparse_iteration, sparse_variable
+from ..ir import SparseBuffer, SparseFunction, sparse_iteration
 from ..runtime.kernel import Kernel
-from .operands import (check_dense_operand, check_feat, compose_format, make_kernel, resolve_dtype,
-                       resolved_format, target_and_device)
+from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_matrix
 
 
 def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
                   horizontal_fuse=None) -> SparseFunction:
     """The Stage I SpMM in ``fmt`` with ``feat`` columns in B."""
-    m, n, nnz = size_vars("m n nnz", idtype)
-    rows = dense_fixed("I", m, idtype)
-    cols = sparse_variable("J", rows, n, nnz)
-    dense_rows = dense_fixed("J_", n, idtype)
-    features = dense_fixed("K", feat, idtype)
+    axes = csr_operand_axes(feat, idtype)
+    rows, cols, features = axes.rows, axes.cols, axes.features
     A = SparseBuffer("A", (rows, cols), dtype)
-    B = SparseBuffer("B", (dense_rows, features), dtype)
+    B = SparseBuffer("B", (axes.dense_cols, features), dtype)
     C = SparseBuffer("C", (rows, features), dtype)
 
     @sparse_iteration([rows, cols, features], "SRS", name="spmm")
@@ -43,20 +36,10 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
     ``knobs``: the schedule template's (see ``sparsetir.schedule``) and ``horizontal_fuse``
     (run a format's sub-formats as one loop; default: on CUDA).
     """
-    feat = check_feat(feat)
-    target, device = target_and_device(target)
-    started = time.perf_counter()
-    matrix = read_sparse_input(A)
-    fmt = resolved_format(format, matrix)
-    dtype = resolve_dtype(dtype, matrix.values.dtype, device)
-    m, n = matrix.shape
-    idtype = choose_index_dtype(m + 1, n + 1, matrix.nnz, m * feat, n * feat, requested=index_dtype)
-    converted = fmt.convert(matrix, dtype=dtype, index_dtype=idtype)
-    convert_s = time.perf_counter() - started
+    p = prepare_matrix(A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype)
     fuse = knobs.get("horizontal_fuse")
-    return make_kernel("spmm", lambda: spmm_function(fmt, feat, dtype, idtype, device, fuse), fmt, converted,
-                       feat=feat, dtype=dtype, idtype=idtype, target=target, device=device, knobs=knobs,
-                       inputs=["B"], output="C", convert_s=convert_s)
+    return make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse), p,
+                       knobs=knobs, inputs=["B"], output="C")
 
 
 def spmm(A, B, *, format="csr", target="llvm", out=None, **knobs):
