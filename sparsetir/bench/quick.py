@@ -429,9 +429,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def sparsetir_contenders(formats: list[str] | None) -> dict[str, str]:
     """Contender name -> format: plain ``sparsetir`` for the default CSR, ``sparsetir[fmt]`` otherwise."""
-    if not formats:
-        return {SPARSETIR: "csr"}
-    if formats == ["csr"]:
+    if not formats or formats == ["csr"]:
         return {SPARSETIR: "csr"}
     return {f"{SPARSETIR}[{fmt}]": fmt for fmt in formats}
 

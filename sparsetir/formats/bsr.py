@@ -106,7 +106,7 @@ class BlockFormat(Format):
         return [make_rule(source, suffix, loops, "rcrc", lambda v: {
             rows: v[block_rows] * b + v[inner_rows], cols: v[block_cols] * b + v[inner_cols]})]
 
-    def slot_keys(self) -> list:
+    def slot_keys(self, device: str = "cpu") -> list:
         return [(self.name, "blocks")]
 
     def bind(self, matrix, value_buffers, device: str = "cpu") -> dict:

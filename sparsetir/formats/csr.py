@@ -134,7 +134,7 @@ class CSR:
         """None: ops are written over CSR, so CSR needs no rewriting."""
         return []
 
-    def slot_keys(self) -> list:
+    def slot_keys(self, device: str = "cpu") -> list:
         return []
 
     def bind(self, matrix: CSRMatrix, value_buffers, device: str = "cpu") -> dict:

@@ -99,7 +99,7 @@ class ELL(Format):
             make_rule(source, "rem", (rows, rem), "rc", lambda v: {rows: v[rows], cols: v[rem]}, atomic=together),
         ]
 
-    def slot_keys(self) -> list:
+    def slot_keys(self, device: str = "cpu") -> list:
         return [("ell", "ell"), ("rem", "remainder")]
 
     def bind(self, matrix: ELLMatrix, value_buffers, device: str = "cpu") -> dict:

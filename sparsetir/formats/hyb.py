@@ -245,8 +245,10 @@ class Hyb(Format):
 
     def sizes(self, matrix: HybMatrix) -> dict:
         sizes = {"m": matrix.shape[0], "n": matrix.shape[1], "rows_p0e": int(empty_rows(matrix).shape[0])}
-        for suffix, (part, b) in self.slot_keys("cuda"):
-            bucket = matrix.parts[part][b]
+        for suffix, key in self.slot_keys():
+            if key is None:  # the bucket of empty rows, counted above
+                continue
+            bucket = matrix.parts[key[0]][key[1]]
             sizes[f"rows_{suffix}"] = int(bucket.rows.shape[0])
             sizes[f"uniq_{suffix}"] = int(bucket.unique_rows.shape[0])
         return sizes

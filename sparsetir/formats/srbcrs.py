@@ -99,7 +99,7 @@ class SRBCRS(Format):
                           lambda v: {rows: v[tiles] * t + v[tile_rows], cols: v[group_cols]},
                           layout=(tiles, groups, group_cols, tile_rows))]
 
-    def slot_keys(self) -> list:
+    def slot_keys(self, device: str = "cpu") -> list:
         return [("sr", "groups")]
 
     def bind(self, matrix: SRBCRSMatrix, value_buffers, device: str = "cpu") -> dict:

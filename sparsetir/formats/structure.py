@@ -4,8 +4,8 @@ Every op is written once over CSR (rows ``I``, stored columns ``J``). A format
 other than CSR provides ``rewrite_rules(source, device)``: one
 ``FormatRewriteRule`` per sub-format (its axes, its buffers, and the map from
 its coordinates back to ``I`` and ``J``), which ``format_decompose`` applies.
-It also provides ``slot_keys()`` (rule suffix -> key of the matching host value
-array), ``bind(matrix, value_buffers)`` (kernel parameters) and ``sizes(matrix)``.
+It also provides ``slot_keys(device)`` (rule suffix -> key of the matching host value
+array, None for a sub-format without values), ``bind(matrix, value_buffers)`` (kernel parameters) and ``sizes(matrix)``.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def make_kernel(op: str, make_function, prepared: PreparedMatrix, *, knobs, inpu
     function = compiled_function(op, make_function, fmt, feat, dtype, idtype, target, knobs, fmt.sizes(matrix))
     compile_s = time.perf_counter() - started
     bound = fmt.bind(matrix, ["A"], device)
-    suffixes = fmt.slot_keys(device) if fmt.name == "hyb" else fmt.slot_keys()
+    suffixes = fmt.slot_keys(device)
     layout = None
     if suffixes:
         positions = matrix.slot_positions()

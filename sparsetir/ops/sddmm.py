@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..formats import CSR, read_sparse_input
+from ..formats import CSR, parse_format, read_sparse_input
 from ..formats.structure import SourceAxes
 from ..ir import SparseBuffer, SparseFunction, sparse_iteration
 from ..runtime.kernel import Kernel
@@ -48,9 +48,9 @@ def compile_sddmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dty
 
     The output holds one value per stored entry of the canonical A (``kernel.matrix``), in CSR order.
     """
+    if parse_format(format).name not in SDDMM_FORMATS:  # before converting A
+        raise ValueError(f"sddmm supports the formats {SDDMM_FORMATS}, not {format!r}")
     p = prepare_matrix(A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype, canonical=True)
-    if p.fmt.name not in SDDMM_FORMATS:
-        raise ValueError(f"sddmm supports the formats {SDDMM_FORMATS}, not {p.fmt!r}")
     fuse = knobs.get("horizontal_fuse")
     kernel = make_kernel("sddmm", lambda: sddmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse), p,
                          knobs=knobs, inputs=["X", "Y"], output="C", output_per_slot=True)

@@ -48,9 +48,6 @@ class Signature:
         self.outputs: list[str] = data["outputs"]
         self.names = [p["name"] for p in self.params]
 
-    def to_json(self) -> str:
-        return json.dumps(self.data)
-
     def bind(self, args, kwargs) -> dict:
         """Map positional and keyword arguments to parameter names."""
         if len(args) > len(self.params):
