@@ -54,3 +54,48 @@ def publish(key: str, write) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def source_digest() -> str:
+    """A hash of the compiler's own sources (every ``sparsetir`` module), computed once per process.
+
+    Part of every op-level index key, so an edited lowering or schedule never reuses an
+    index entry that points at a kernel built by the old code.
+    """
+    global _SOURCE_DIGEST
+    if _SOURCE_DIGEST is None:
+        package = Path(__file__).resolve().parent.parent
+        digest = hashlib.sha256()
+        for path in sorted(package.rglob("*.py")):
+            digest.update(str(path.relative_to(package)).encode())
+            digest.update(path.read_bytes())
+        _SOURCE_DIGEST = digest.hexdigest()[:16]
+    return _SOURCE_DIGEST
+
+
+_SOURCE_DIGEST = None
+
+
+def index_path(*parts) -> Path:
+    """Where the op-level index entry for ``parts`` lives (it names a compiled kernel's folder)."""
+    return cache_dir() / "index" / f"{entry_key(source_digest(), *parts)}.json"
+
+
+def index_lookup(*parts) -> Path | None:
+    """The kernel library an earlier process compiled for ``parts``, if it is still in the cache."""
+    path = index_path(*parts)
+    try:
+        library = Path(json.loads(path.read_text())["library"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return library if library.exists() else None
+
+
+def index_store(library: Path, *parts) -> None:
+    """Remember that ``parts`` compiled to ``library`` (written atomically)."""
+    path = index_path(*parts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".index-", dir=path.parent)
+    with os.fdopen(fd, "w") as handle:
+        json.dump({"library": str(library), "key": [str(p) for p in parts]}, handle)
+    os.replace(tmp, path)

@@ -134,11 +134,11 @@ def sddmm_case(A: sp.csr_matrix, feat: int, rng: np.random.Generator) -> Case:
     return Case((X, Y), reference, tolerance, min_bytes)
 
 
-def sparsetir_spmm(A: sp.csr_matrix, B: np.ndarray, *, format: str) -> Callable[[], np.ndarray]:
+def sparsetir_spmm(A: sp.csr_matrix, B: np.ndarray, *, format: str, **knobs) -> Callable[[], np.ndarray]:
     """``sparsetir.compile_spmm`` for A's structure, run into a preallocated C."""
     import sparsetir
 
-    kernel = sparsetir.compile_spmm(A, B.shape[1], format=format, target="llvm")
+    kernel = sparsetir.compile_spmm(A, B.shape[1], format=format, target="llvm", dtype=B.dtype.name, **knobs)
     out = np.empty((A.shape[0], B.shape[1]), dtype=B.dtype)
 
     def run():
@@ -149,11 +149,12 @@ def sparsetir_spmm(A: sp.csr_matrix, B: np.ndarray, *, format: str) -> Callable[
     return run
 
 
-def sparsetir_sddmm(A: sp.csr_matrix, X: np.ndarray, Y: np.ndarray, *, format: str) -> Callable[[], np.ndarray]:
+def sparsetir_sddmm(A: sp.csr_matrix, X: np.ndarray, Y: np.ndarray, *, format: str,
+                    **knobs) -> Callable[[], np.ndarray]:
     """``sparsetir.compile_sddmm`` for A's structure, run into a preallocated value array."""
     import sparsetir
 
-    kernel = sparsetir.compile_sddmm(A, X.shape[1], format=format, target="llvm")
+    kernel = sparsetir.compile_sddmm(A, X.shape[1], format=format, target="llvm", dtype=X.dtype.name, **knobs)
     out = np.empty(A.nnz, dtype=X.dtype)
 
     def run():

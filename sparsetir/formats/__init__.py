@@ -11,7 +11,7 @@ accepted wherever a format is expected; ``parse_format`` reads them:
 ``"srbcrs:8:16"``          ``SRBCRS(t=8, g=16)``
 ``"hyb"``, ``"hyb:8"``     ``Hyb()``, ``Hyb(col_parts=8)``
 ``"hyb:8:1,2,4,8"``        ``Hyb(col_parts=8, buckets=(1, 2, 4, 8))``
-``"auto"``                 the tuning database (arrives with the tuning issue)
+``"auto"``                 the tuning database (resolved by the ops, ``sparsetir.tune``)
 =========================  ==========================================
 """
 
@@ -56,7 +56,8 @@ def parse_format(fmt):
     if name == "auto":
         if fields:
             raise ValueError(f"format {fmt!r}: 'auto' takes no fields")
-        raise NotImplementedError("format 'auto' arrives with the tuning issue")
+        raise ValueError("format 'auto' is a choice the ops make (sparsetir.ops.spmm/sddmm, compile_spmm/"
+                         "compile_sddmm) from the tuning database; it is not a format object")
     if name not in _FIELDS:
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join(_SYNTAX)}, auto (e.g. 'hyb:8:1,2,4')")
     constructor, spec = _FIELDS[name]

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backend import build, device_of, normalize_target
+from ..backend.cache import index_lookup, index_store
 from ..ir import dense_fixed, size_vars, sparse_variable
+from ..runtime.function import CompiledFunction
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
 from ..runtime.slot_layout import SlotLayout
@@ -19,7 +21,7 @@ from ..transform import format_decompose, horizontal_fuse
 
 DEVICE_DTYPES = {"cpu": ("float32", "float64"), "cuda": ("float16", "float32", "float64")}
 # knobs the ops consume themselves; the rest go to the schedule template
-FORMAT_KNOBS = ("horizontal_fuse", "specialize")
+FORMAT_KNOBS = ("horizontal_fuse", "specialize", "sparse_fuse")
 _compiled: dict[tuple, object] = {}
 
 
@@ -78,15 +80,21 @@ def compiled_function(op: str, make_function, fmt, feat: int, dtype: str, idtype
     """Compile (once per process and key) the Stage I function ``make_function()`` builds.
 
     With the knob ``specialize=True`` the matrix's sizes become constants (one kernel per matrix).
+    An on-disk index maps the key to the kernel an earlier process built, skipping lowering.
     """
     bound = dict(sorted(sizes.items())) if knobs.get("specialize") else None
     key = (op, fmt.structure_key(), feat, dtype, idtype, json.dumps(target, sort_keys=True),
            tuple(sorted(knobs.items())), json.dumps(bound))
     if key not in _compiled:
-        schedule_knobs = {k: v for k, v in knobs.items() if k not in FORMAT_KNOBS}
-        func = make_function()
-        specialized = {v.name: bound[v.name] for v in func.size_vars if v.name in bound} if bound else None
-        _compiled[key] = build(func, target, specialize=specialized, **schedule_knobs)
+        library = index_lookup(*key)  # compiled by an earlier process: no need to lower and schedule again
+        if library is not None:
+            _compiled[key] = CompiledFunction(library)
+        else:
+            schedule_knobs = {k: v for k, v in knobs.items() if k not in FORMAT_KNOBS}
+            func = make_function()
+            specialized = {v.name: bound[v.name] for v in func.size_vars if v.name in bound} if bound else None
+            _compiled[key] = build(func, target, specialize=specialized, **schedule_knobs)
+            index_store(_compiled[key].library, *key)
     return _compiled[key]
 
 
@@ -168,6 +176,16 @@ def make_kernel(op: str, make_function, prepared: PreparedMatrix, *, knobs, inpu
     kernel = Kernel(function, spec, bound, fmt.sizes(matrix), layout)
     kernel.timings = {"convert_s": convert_s, "compile_s": compile_s}
     return kernel
+
+
+def tuned_format(op: str, A, feat, format, target, dtype, knobs: dict) -> tuple:
+    """``format="auto"``: the tuned configuration's format and knobs (explicit knobs win); else as given."""
+    if not (isinstance(format, str) and format.strip().lower() == "auto"):
+        return format, knobs
+    from ..tune import auto_config
+
+    config = auto_config(op, A, feat, target=target, dtype=dtype)
+    return config["format"], {**{k: v for k, v in config.items() if k != "format"}, **knobs}
 
 
 def target_and_device(target) -> tuple[dict, str]:

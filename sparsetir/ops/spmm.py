@@ -10,7 +10,8 @@ from ..formats import read_sparse_input
 from ..formats.structure import SourceAxes
 from ..ir import SparseBuffer, SparseFunction, sparse_iteration
 from ..runtime.kernel import Kernel
-from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_matrix
+from .operands import (check_dense_operand, compose_format, csr_operand_axes, make_kernel,
+                       prepare_matrix, tuned_format)
 
 
 def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
@@ -34,8 +35,10 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
     """Compile SpMM for A's structure and ``feat`` columns; call the result as ``kernel(B, out=None, values=None)``.
 
     ``knobs``: the schedule template's (see ``sparsetir.schedule``) and ``horizontal_fuse``
-    (run a format's sub-formats as one loop; default: on CUDA).
+    (run a format's sub-formats as one loop; default: on CUDA). ``format="auto"`` takes the
+    format and knobs from the tuning database, tuning on a miss (``sparsetir.tune``).
     """
+    format, knobs = tuned_format("spmm", A, feat, format, target, dtype, knobs)
     p = prepare_matrix(A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype)
     fuse = knobs.get("horizontal_fuse")
     return make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse), p,

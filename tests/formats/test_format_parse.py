@@ -32,8 +32,8 @@ def test_format_objects_pass_through():
     assert parse_format(fmt) is fmt
 
 
-def test_auto_arrives_with_tuning():
-    with pytest.raises(NotImplementedError, match="tuning issue"):
+def test_auto_is_resolved_by_the_ops_not_by_parse_format():
+    with pytest.raises(ValueError, match="tuning database"):
         parse_format("auto")
 
 

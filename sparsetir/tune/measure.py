@@ -1,0 +1,171 @@
+"""Compile candidates in parallel worker processes, then time them through the one timer.
+
+Compiling and timing are separate phases: a batch of candidates is compiled by a pool
+of worker processes (``compile_worker``; each fills the on-disk kernel cache), and only then are the
+compiled kernels loaded here, checked against a float64 scipy reference, and timed
+together (``bench.timer.time_interleaved``: cache flush before every call), so the
+cores are never shared between compiling and timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+# A short measurement per candidate: the tuner compares many, the benchmark re-times the winner.
+TUNING_TIMING = {"samples": 15, "max_time_s": 1.0, "min_samples": 5, "warmup_s": 0.01, "min_warmup": 3}
+
+
+@dataclass
+class Measurement:
+    """One candidate's outcome: its median (seconds) or why it has none."""
+
+    config: dict
+    median_s: float | None = None
+    stats: dict | None = None
+    compile_s: float | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"config": self.config, "median_s": self.median_s, "compile_s": self.compile_s,
+                "error": self.error, "samples": (self.stats or {}).get("n")}
+
+
+def kernel_factory(op: str):
+    """``factory(A, *inputs, format=..., **knobs) -> run()`` of the benchmark's sparsetir contender."""
+    from ..bench.quick import OPS
+
+    return OPS[op].sparsetir_kernel
+
+
+class Measurer:
+    """Compiles (in ``workers`` processes) and times the candidates of one tuning problem."""
+
+    def __init__(self, op: str, matrix: sp.csr_matrix, feat: int, dtype: str, target: dict, *, workers: int,
+                 seed: int = 0):
+        from ..bench.quick import OPS
+
+        self.op, self.matrix, self.feat, self.dtype, self.target = op, matrix, feat, dtype, target
+        self.case = OPS[op].make_case(matrix, feat, np.random.default_rng(seed))
+        self.inputs = tuple(np.ascontiguousarray(x.astype(dtype)) for x in self.case.inputs)
+        from .compile_worker import write_request  # not at import: ``-m`` runs that module as __main__
+
+        self.workers = workers
+        self._folder = tempfile.TemporaryDirectory(prefix="sparsetir-tune-")
+        self._request = Path(self._folder.name) / "request.npz"
+        write_request(self._request, op, matrix, feat, dtype, target)
+        self._processes: list[subprocess.Popen] = []
+
+    def compile(self, configs: list[dict], deadline: float | None = None) -> list[tuple[float, str | None]]:
+        """Compile every config in the worker processes (round robin); (seconds, error) each.
+
+        Workers still compiling at ``deadline`` (a ``time.monotonic()`` value) are killed and
+        their candidates reported as timed out; the next batch starts fresh workers.
+        """
+        if not self._processes:
+            self._processes = [subprocess.Popen([sys.executable, "-m", "sparsetir.tune.compile_worker",
+                                                 str(self._request)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                text=True, bufsize=1) for _ in range(self.workers)]
+        pending: dict[int, list[int]] = {}  # worker -> indices of its configs, in order
+        for index, config in enumerate(configs):
+            worker = index % len(self._processes)
+            self._processes[worker].stdin.write(json.dumps(config) + "\n")
+            pending.setdefault(worker, []).append(index)
+        for process in self._processes:
+            process.stdin.flush()
+        results: list[tuple[float, str | None]] = [(float("nan"), "not compiled")] * len(configs)
+        buffers = {worker: b"" for worker in pending}
+        broken = False
+        with selectors.DefaultSelector() as selector:
+            for worker in pending:
+                selector.register(self._processes[worker].stdout.fileno(), selectors.EVENT_READ, worker)
+            while pending:
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                events = selector.select(timeout)
+                if not events:  # past the deadline: the unfinished candidates time out
+                    for indices in pending.values():
+                        for index in indices:
+                            results[index] = (float("nan"), "compile timed out (tuning budget spent)")
+                    broken = True
+                    break
+                for key, _ in events:
+                    worker = key.data
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:  # the worker died (e.g. a crash inside the compiler)
+                        code = self._processes[worker].wait()
+                        for index in pending.pop(worker):
+                            results[index] = (float("nan"), f"compile worker exited with code {code}")
+                        selector.unregister(key.fd)
+                        broken = True
+                        continue
+                    buffers[worker] += chunk
+                    while b"\n" in buffers[worker] and worker in pending:
+                        line, buffers[worker] = buffers[worker].split(b"\n", 1)
+                        answer = json.loads(line)
+                        results[pending[worker].pop(0)] = (answer["compile_s"], answer["error"])
+                        if not pending[worker]:
+                            del pending[worker]
+                            selector.unregister(key.fd)
+        if broken:
+            self.close_workers(kill=True)
+        return results
+
+    def measure(self, configs: list[dict], timing: dict | None = None, deadline: float | None = None
+                ) -> list[Measurement]:
+        """Compile (until ``deadline``), check and time ``configs`` together; one Measurement each."""
+        from ..bench.quick import result_mismatch
+        from ..bench.timer import time_interleaved
+
+        results = [Measurement(config) for config in configs]
+        for result, (seconds, error) in zip(results, self.compile(configs, deadline)):
+            result.compile_s, result.error = seconds, error
+        runs = {}
+        factory = kernel_factory(self.op)
+        for index, result in enumerate(results):
+            if result.error:
+                continue
+            try:
+                knobs = {k: v for k, v in result.config.items() if k != "format"}
+                run = factory(self.matrix, *self.inputs, format=result.config["format"], **knobs)
+                got = np.asarray(run(), dtype=np.float64)
+            except Exception as error:
+                result.error = f"{type(error).__name__}: {error}"
+                continue
+            result.error = result_mismatch(got, self.case)
+            if result.error is None:
+                runs[str(index)] = run
+        if runs:
+            stats = time_interleaved(runs, **(timing or TUNING_TIMING))
+            for name, stat in stats.items():
+                results[int(name)].median_s = stat.median
+                results[int(name)].stats = stat.to_dict()
+        return results
+
+    def close(self) -> None:
+        self.close_workers()
+        self._folder.cleanup()
+
+    def close_workers(self, *, kill: bool = False) -> None:
+        for process in self._processes:
+            if kill:
+                process.kill()
+            try:
+                process.stdin.close()
+            except OSError:  # a killed worker's pipe
+                pass
+        for process in self._processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self._processes = []
