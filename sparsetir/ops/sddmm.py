@@ -1,9 +1,11 @@
 """SDDMM, ``A.data * (X[i] . Y[j])`` on A's pattern, composed from the IR (no template).
 
 Stage I over CSR: ``C[i, j] += A[i, j] * X[i, k] * Y[j, k]`` over ``[I, J, K]`` with
-kinds "SSR", then ``sparse_fuse(I, J)``: one parallel loop over the non-zeros. Other
-formats rewrite it with ``format_decompose``; each sub-format writes its own output,
-gathered back into CSR order.
+kinds "SSR". With the knob ``sparse_fuse`` (default: on CUDA), ``sparse_fuse(I, J)`` makes it
+one parallel loop over the non-zeros, each finding its row by binary search; without it (the
+CPU default) rows run in parallel, each over its own non-zeros, and the CPU template
+vectorises the ``k`` reduction (knob ``reduce_lanes``). Other formats rewrite it with
+``format_decompose``; each sub-format writes its own output, gathered back into CSR order.
 """
 
 from __future__ import annotations
@@ -16,15 +18,20 @@ from ..formats.structure import SourceAxes
 from ..ir import SparseBuffer, SparseFunction, sparse_iteration
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
-from ..transform import sparse_fuse
+from .. import transform
 from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_matrix
 
 SDDMM_FORMATS = ("csr", "ell", "bsr", "hyb")
 
 
 def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
-                   horizontal_fuse=None) -> SparseFunction:
-    """The Stage I SDDMM in ``fmt`` with ``feat``-long rows in X and Y (CSR: rows and columns fused)."""
+                   horizontal_fuse=None, sparse_fuse=None) -> SparseFunction:
+    """The Stage I SDDMM in ``fmt`` with ``feat``-long rows in X and Y.
+
+    ``sparse_fuse`` (CSR only; default True, as in the paper; ``compile_sddmm`` passes False on
+    the CPU): fuse rows and columns into one loop over the non-zeros (``transform.sparse_fuse``).
+    """
+    check_sparse_fuse(sparse_fuse, fmt.name)
     axes = csr_operand_axes(feat, idtype)
     rows, cols, features = axes.rows, axes.cols, axes.features
     A = SparseBuffer("A", (rows, cols), dtype)
@@ -38,21 +45,36 @@ def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32"
 
     func = SparseFunction("sddmm", [sddmm], params=[A, X, Y, C])
     if isinstance(fmt, CSR):
-        return sparse_fuse(func, [rows, cols])
+        return func if sparse_fuse is False else transform.sparse_fuse(func, [rows, cols])
     return compose_format(func, fmt, SourceAxes(rows, cols, [A, C], "S", "S"), device, fuse=horizontal_fuse,
                           disjoint_outputs=True)
+
+
+def check_sparse_fuse(value, format_name: str) -> None:
+    """The knob ``sparse_fuse``: None (the device's default), True or False; True needs csr."""
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"sparse_fuse must be True, False or None, got {value!r}")
+    if value and format_name != "csr":
+        raise ValueError(f"sparse_fuse=True needs the csr format (one loop over its non-zeros), not {format_name!r}")
 
 
 def compile_sddmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtype=None, **knobs) -> Kernel:
     """Compile SDDMM for A's structure (duplicates summed); call as ``kernel(X, Y, out=None, values=None)``.
 
     The output holds one value per stored entry of the canonical A (``kernel.matrix``), in CSR order.
+    ``knobs``: the schedule template's (see ``sparsetir.schedule``), ``horizontal_fuse`` (run a
+    format's sub-formats as one loop) and ``sparse_fuse`` (CSR: one loop over the non-zeros;
+    default True on CUDA, False on the CPU).
     """
     if parse_format(format).name not in SDDMM_FORMATS:  # before converting A
         raise ValueError(f"sddmm supports the formats {SDDMM_FORMATS}, not {format!r}")
+    check_sparse_fuse(knobs.get("sparse_fuse"), parse_format(format).name)
     p = prepare_matrix(A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype, canonical=True)
-    fuse = knobs.get("horizontal_fuse")
-    kernel = make_kernel("sddmm", lambda: sddmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse), p,
+    fuse, fuse_nonzeros = knobs.get("horizontal_fuse"), knobs.get("sparse_fuse")
+    if fuse_nonzeros is None:  # the CPU runs rows in parallel (no per-non-zero row search)
+        fuse_nonzeros = p.fmt.name == "csr" and p.device == "cuda"
+    kernel = make_kernel("sddmm", lambda: sddmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse,
+                                                         sparse_fuse=fuse_nonzeros), p,
                          knobs=knobs, inputs=["X", "Y"], output="C", output_per_slot=True)
     kernel.matrix = p.matrix
     return kernel

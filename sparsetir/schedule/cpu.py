@@ -1,19 +1,31 @@
 """CPU schedule template: parallel outer rows, a vectorised feature loop, reductions decomposed last.
 
+Two rules, keyed on a leaf's innermost loop:
+
+* a spatial loop with contiguous writes (SpMM's feature loop): split off a vector and vectorise it;
+* a reduction over a constant extent (SDDMM's dot product ``C[i, j] += X[i, k] * Y[j, k]``):
+  split it into ``(ko, lanes)`` and ``rfactor`` the lanes into a small local buffer of partial
+  sums, accumulated with vector instructions, then summed once per output.
+
 Knobs:
     vector_width  lanes of the vectorised innermost spatial loop (default: a 64-byte vector,
                   the largest power of two dividing the extent); 1 disables vectorisation
     parallel      parallelise the outermost spatial loop of every nest (default True)
-    unroll        unroll the loop over vectors of the feature loop when it has at most this
-                  many iterations (default 16), so LLVM keeps the accumulators in registers
+    unroll        unroll the loop over vectors of the feature loop (or of the reduction) when it
+                  has at most this many iterations (default 16), so LLVM keeps the accumulators
+                  in registers
+    reduce_lanes  partial sums of a vectorised innermost reduction (default: a 32-byte vector,
+                  the largest power of two dividing the extent); applied only when it divides
+                  the extent; 1 keeps the scalar reduction
 """
 
 from __future__ import annotations
 
 import tvm
-from tvm import tirx
+from tvm import s_tir, tirx
 
 from .nest import (
+    REDUCE,
     SPATIAL,
     apply_or_force,
     constant_extent,
@@ -32,14 +44,16 @@ from .nest import (
 )
 
 VECTOR_BYTES = 64
-CPU_KNOBS = ("vector_width", "parallel", "unroll")
+REDUCE_VECTOR_BYTES = 32
+CPU_KNOBS = ("vector_width", "parallel", "unroll", "reduce_lanes")
 
 
 def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parallel: bool = True,
-                 unroll: int = 16) -> tvm.IRModule:
+                 unroll: int = 16, reduce_lanes: int | None = None) -> tvm.IRModule:
     """Schedule every nest of a Stage III function for a multicore CPU; returns the module."""
-    if vector_width is not None and (not isinstance(vector_width, int) or vector_width < 1):
-        raise ValueError(f"vector_width must be a positive int, got {vector_width!r}")
+    for name, value in (("vector_width", vector_width), ("reduce_lanes", reduce_lanes)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
     if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 0:
         raise ValueError(f"unroll must be an int >= 0, got {unroll!r}")
     sch = new_schedule(func)
@@ -61,6 +75,8 @@ def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parall
                            allowed=is_parallel_safe(sch, nest.top))
         for leaf in nest.leaves:
             _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll, forced)
+            if _vectorize_reduction(sch, leaf, reduce_lanes, unroll, forced):
+                decompose_at.pop(next(i for i, block in enumerate(nest.blocks) if block is leaf), None)
         for i, index in decompose_at.items():
             block = nest.blocks[i]
             sch.decompose_reduction(block, sch.get_loops(block)[index])
@@ -82,3 +98,51 @@ def _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll, for
     apply_or_force(sch, sch.vectorize, inner, tirx.ForKind.VECTORIZED, forced)
     if 1 < extent // width <= unroll:
         apply_or_force(sch, sch.unroll, outer, tirx.ForKind.UNROLLED, forced)
+
+
+def _vectorize_reduction(sch, leaf, reduce_lanes, unroll, forced) -> bool:
+    """A leaf whose innermost loop is a reduction over a constant extent: vector partial sums.
+
+    ``k`` (extent K, bound to the leaf's last iterator) becomes ``(ko, ki)`` with ``ki`` of
+    ``lanes``; ``rfactor(ki)`` accumulates ``C_rf[ki] += ...`` over ``ko`` (``ki`` spatial, so it
+    is vectorised), and the leaf becomes the horizontal sum ``C += C_rf[ki]``, moved under the
+    rfactor block's loops so ``C_rf`` is a ``lanes``-long local array per output. Both are
+    decomposed here (init before their reduction loop). Returns whether the rule applied.
+    """
+    kinds = iter_kinds(sch, leaf)
+    loops = sch.get_loops(leaf)
+    if not kinds or kinds[-1] != REDUCE or not loops or not has_init(sch, leaf):
+        return False
+    extent = constant_extent(sch, leaf, len(kinds) - 1)
+    realize = sch.get(loops[-1]).body
+    if (extent is None or not isinstance(realize, s_tir.SBlockRealize)
+            or not realize.iter_values[-1].same_as(sch.get(loops[-1]).loop_var)):
+        return False
+    lanes = reduce_lanes or largest_power_of_two_dividing(
+        extent, REDUCE_VECTOR_BYTES // dtype_bytes(store_dtype(sch, leaf)))
+    if lanes <= 1 or extent % lanes:
+        return False
+    if any(_runs_never(sch, loop) or sch.get(loop).loop_var in forced for loop in loops):
+        return False  # reverse_compute_at cannot place a block under a loop that never runs, and
+        # rfactor would copy a loop whose kind is only set after scheduling
+    ko, ki = sch.split(loops[-1], [None, lanes])
+    try:
+        rf = sch.rfactor(ki, 0)
+    except s_tir.ScheduleError:
+        return False  # not a plain reduction (the split alone changes nothing)
+    rf_loops = sch.get_loops(rf)  # [..., ko, ki], copies of the leaf's loops
+    if len(rf_loops) > 2:
+        sch.reverse_compute_at(leaf, rf_loops[-3])
+    apply_or_force(sch, sch.vectorize, rf_loops[-1], tirx.ForKind.VECTORIZED, forced)
+    if 1 < extent // lanes <= unroll:
+        sch.unroll(rf_loops[-2])
+    sch.decompose_reduction(rf, rf_loops[-2])
+    # the first loop under the shared ones: the lanes, and where the bounds of the output are
+    # not provable (a horizontally fused branch) also a loop over that hull, inside it
+    sch.decompose_reduction(leaf, sch.get_loops(leaf)[len(rf_loops) - 2])
+    return True
+
+
+def _runs_never(sch, loop) -> bool:
+    extent = sch.get(loop).extent
+    return isinstance(extent, tirx.IntImm) and extent.value == 0
