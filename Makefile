@@ -19,6 +19,7 @@ endif
 .PHONY: test venv bench reproduce report unlock clean
 
 BENCH_FEATS ?= 32 64 128 256
+BENCH_TUNE_S ?= 30
 
 venv: $(STAMP)
 
@@ -30,11 +31,12 @@ $(STAMP): pyproject.toml constraints.txt
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-# CSR SpMM against the best CPU library on the benchmark graphs (prints medians and ratios).
+# CSR and tuned SpMM against the best CPU library on the benchmark graphs (prints medians and ratios);
+# each case is tuned first for up to BENCH_TUNE_S seconds (or taken from the tuning database).
 bench: $(STAMP)
 	mkdir -p results
 	$(PY) -m sparsetir.bench.quick spmm --dataset all-benchmark $(foreach f,$(BENCH_FEATS),--feat $(f)) \
-		--exclude torch-dense --json results/quick-spmm.json
+		--exclude torch-dense --tune $(BENCH_TUNE_S) --json results/quick-spmm.json
 
 # The default workflow (workflows/config/default.yaml) on CPU. A run that was killed resumes:
 # finished cases are kept, unfinished ones are redone (--rerun-incomplete after --unlock).

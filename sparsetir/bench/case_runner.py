@@ -13,7 +13,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .quick import BASELINE_MODULES, OPS, Row, contender_rows, measure_copy_bandwidth, time_rows
+from .quick import (BASELINE_MODULES, OPS, Row, contender_rows, measure_copy_bandwidth, time_rows,
+                    variant_name)
 from .records import ALL_CONTENDERS, make_record, provenance
 from .timer import CUDA_FLUSH_BYTES, time_cuda
 
@@ -79,7 +80,7 @@ def run_case(
     dataset: str,
     matrix: sp.csr_matrix,
     feat: int,
-    sparsetir_formats: Mapping[str, str],
+    sparsetir_formats: Mapping[str, str | dict],
     timing: dict,
     baseline_modules: Sequence[str] = BASELINE_MODULES,
     options: Mapping[str, Mapping] | None = None,
@@ -100,13 +101,14 @@ def run_case(
     time_rows(op, rows, case, bandwidth["bytes_per_s"], timing, device)
     where = provenance(device=device, flush=timing.get("flush", True),
                        extra={"timing": dict(timing), "copy_bandwidth": {k: bandwidth[k] for k in ("bytes", "bytes_per_s", "method")}})
+    variants = {name: variant_name(spec) for name, spec in sparsetir_formats.items()}
     records = []
     for row in rows:
         status, reason = status_of(row)
         records.append(make_record(
             experiment=experiment, op=op, device=device, dataset=dataset, feat=feat, contender=row.contender,
             status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
-            shape=matrix.shape, nnz=int(matrix.nnz), variant=sparsetir_formats.get(row.contender),
+            shape=matrix.shape, nnz=int(matrix.nnz), variant=variants.get(row.contender),
             times=_times(row), min_bytes=case.min_bytes, flops=flops(op, int(matrix.nnz), feat),
             copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where,
         ))

@@ -2,6 +2,7 @@
 
     python -m sparsetir.bench.quick spmm --dataset pubmed --feat 32 --feat 64 [--samples 50]
     python -m sparsetir.bench.quick sddmm --dataset all-benchmark [--json out.json]
+    python -m sparsetir.bench.quick spmm --dataset pubmed --tune 20   # plus a tuned contender
 
 For every (dataset, feature size) each contender is prepared once (format conversion or
 compilation, timed on its own), checked against a float64 scipy reference, then all of them
@@ -231,7 +232,7 @@ def contender_rows(
     op: str,
     A: sp.csr_matrix,
     case: Case,
-    sparsetir_formats: str | Mapping[str, str],
+    sparsetir_formats: str | Mapping[str, str | dict],
     exclude=(),
     *,
     baseline_modules: Sequence[str] = BASELINE_MODULES,
@@ -240,8 +241,8 @@ def contender_rows(
 ) -> list[Row]:
     """The sparsetir rows, then one row per variant of every baseline module (minus ``exclude``).
 
-    ``sparsetir_formats`` maps a contender name to a format string (a plain string is one
-    contender named ``sparsetir``). ``options`` maps a variant name to extra keyword arguments
+    ``sparsetir_formats`` maps a contender name to a format string or a configuration (see
+    :func:`contender_config`; a plain string is one contender named ``sparsetir``). ``options`` maps a variant name to extra keyword arguments
     for its factory (e.g. ``{"torch-dense": {"limit_bytes": ...}}``); ``device`` is passed to
     baseline factories when it is not ``"cpu"``. A module that cannot be imported gives one
     ``unavailable`` row named after it.
@@ -254,16 +255,19 @@ def contender_rows(
     for name, fmt in sparsetir_formats.items():
         if name in exclude:
             continue
-        if device != "cpu":
+        config, tune_s, error = contender_config(fmt)
+        if error:
+            rows.append(Row(name, "compile", error=error))
+        elif device != "cpu":
             rows.append(Row(name, "compile", error=(
                 f"unavailable: sparsetir kernels for {device} are built here and timed on the GPU host from an "
                 "exported bundle (shared/GPU.md); this process times CPU (llvm) kernels only")))
         else:
-            rows.append(prepare(
-                Row(name, "compile"),
-                lambda fmt=fmt: operation.sparsetir_kernel(A, *case.inputs, format=fmt),
-                case,
-            ))
+            row = prepare(Row(name, "compile"),
+                          lambda config=config: operation.sparsetir_kernel(A, *case.inputs, **config), case)
+            if row.timings is not None:
+                row.timings["tune_s"] = tune_s
+            rows.append(row)
     for module_name in baseline_modules:
         try:
             module = importlib.import_module(module_name)
@@ -285,6 +289,30 @@ def contender_rows(
                 kwargs["device"] = device
             rows.append(prepare(row, lambda factory=factory, kwargs=kwargs: factory(A, *case.inputs, **kwargs), case))
     return rows
+
+
+def contender_config(value) -> tuple[dict | None, float | None, str | None]:
+    """A sparsetir contender's (compile config, tuning seconds, error) from its spec.
+
+    The spec is a format string, a configuration dict (``{"format": ..., **knobs}``), or a
+    tuning outcome ``{"config": {...}, "tune_s": ...}`` / ``{"error": "..."}``.
+    """
+    if isinstance(value, str):
+        return {"format": value}, None, None
+    if "error" in value:
+        return None, None, value["error"]
+    if "config" in value:
+        return dict(value["config"]), value.get("tune_s"), None
+    return dict(value), None, None
+
+
+def variant_name(value) -> str | None:
+    """A contender spec as one line: the format, then the knobs that differ from the defaults."""
+    config, _, _ = contender_config(value)
+    if config is None:
+        return None
+    knobs = " ".join(f"{k}={v}" for k, v in sorted(config.items()) if k != "format" and v not in (None, False))
+    return f"{config['format']} {knobs}".strip()
 
 
 _CUDA_TIMING_KEYS = ("warmup_s", "min_warmup", "samples", "max_time_s", "min_samples")
@@ -394,6 +422,7 @@ def record(dataset: str, A: sp.csr_matrix, feat: int, case: Case, row: Row) -> d
         "error": row.error,
         "setup_kind": row.setup_kind,
         "setup_s": row.setup_s,
+        "timings": row.timings,
         "stats": row.stats.to_dict() if row.stats else None,
         "speedup_vs_best": row.speedup_vs_best,
         "min_bytes": case.min_bytes,
@@ -418,6 +447,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--format", action="append", dest="formats", metavar="FORMAT",
                         help="sparsetir format, e.g. csr, ell:32, bsr:4, hyb:1:1,2,4,8 (repeatable: one "
                              "sparsetir contender each, named sparsetir[FORMAT]; default csr, named sparsetir)")
+    parser.add_argument("--tune", type=float, metavar="BUDGET_S",
+                        help="also tune sparsetir for every case (this many seconds each, or a database hit) "
+                             "and time the result as the contender sparsetir-tuned")
     parser.add_argument("--exclude", action="append", default=[], metavar="CONTENDER",
                         help="skip a contender, e.g. torch-dense (repeatable)")
     parser.add_argument("--no-flush", action="store_true", help="do not flush the cache between calls")
@@ -433,6 +465,17 @@ def sparsetir_contenders(formats: list[str] | None) -> dict[str, str]:
     if not formats or formats == ["csr"]:
         return {SPARSETIR: "csr"}
     return {f"{SPARSETIR}[{fmt}]": fmt for fmt in formats}
+
+
+def tuned_contender(op: str, A: sp.csr_matrix, feat: int, budget_s: float, seed: int) -> dict:
+    """The tuner's configuration for one case, as a contender spec (see :func:`contender_config`)."""
+    from sparsetir.tune import tune
+
+    try:
+        result = tune(op, A, feat, budget_s=budget_s, seed=seed)
+    except Exception as error:  # the other contenders still run; the row says why
+        return {"error": f"unavailable: tuning: {type(error).__name__}: {error}"}
+    return {"config": result.config, "tune_s": result.tune_s}
 
 
 def configure_threads(threads: int) -> list[str]:
@@ -483,7 +526,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for feat in args.feat:
             case = make_case(A, feat, np.random.default_rng(args.seed))
-            rows = contender_rows(args.op, A, case, sparsetir_contenders(args.formats), exclude=set(args.exclude))
+            contenders = sparsetir_contenders(args.formats)
+            if args.tune:
+                contenders[f"{SPARSETIR}-tuned"] = tuned_contender(args.op, A, feat, args.tune, args.seed)
+            rows = contender_rows(args.op, A, case, contenders, exclude=set(args.exclude))
             time_rows(args.op, rows, case, copy["bytes_per_s"], timing)
             print(f"\n{dataset} ({A.shape[0]:,} x {A.shape[1]:,}, {A.nnz:,} nnz), feat {feat}")
             print(format_rows(rows))

@@ -19,7 +19,8 @@ from ..ir import SparseBuffer, SparseFunction, sparse_iteration
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
 from .. import transform
-from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_matrix
+from .operands import (check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_matrix,
+                       tuned_format)
 
 SDDMM_FORMATS = ("csr", "ell", "bsr", "hyb")
 
@@ -64,8 +65,10 @@ def compile_sddmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dty
     The output holds one value per stored entry of the canonical A (``kernel.matrix``), in CSR order.
     ``knobs``: the schedule template's (see ``sparsetir.schedule``), ``horizontal_fuse`` (run a
     format's sub-formats as one loop) and ``sparse_fuse`` (CSR: one loop over the non-zeros;
-    default True on CUDA, False on the CPU).
+    default True on CUDA, False on the CPU). ``format="auto"`` takes the format and knobs from
+    the tuning database, tuning on a miss (``sparsetir.tune``).
     """
+    format, knobs = tuned_format("sddmm", A, feat, format, target, dtype, knobs)
     if parse_format(format).name not in SDDMM_FORMATS:  # before converting A
         raise ValueError(f"sddmm supports the formats {SDDMM_FORMATS}, not {format!r}")
     check_sparse_fuse(knobs.get("sparse_fuse"), parse_format(format).name)

@@ -66,7 +66,7 @@ class Measurer:
         write_request(self._request, op, matrix, feat, dtype, target)
         self._processes: list[subprocess.Popen] = []
 
-    def compile(self, configs: list[dict], deadline: float | None = None) -> list[tuple[float, str | None]]:
+    def compile(self, configs: list[dict], deadline: float | None = None) -> list[tuple[float | None, str | None]]:
         """Compile every config in the worker processes (round robin); (seconds, error) each.
 
         Workers still compiling at ``deadline`` (a ``time.monotonic()`` value) are killed and
@@ -83,7 +83,7 @@ class Measurer:
             pending.setdefault(worker, []).append(index)
         for process in self._processes:
             process.stdin.flush()
-        results: list[tuple[float, str | None]] = [(float("nan"), "not compiled")] * len(configs)
+        results: list[tuple[float | None, str | None]] = [(None, "not compiled")] * len(configs)
         buffers = {worker: b"" for worker in pending}
         broken = False
         with selectors.DefaultSelector() as selector:
@@ -95,7 +95,7 @@ class Measurer:
                 if not events:  # past the deadline: the unfinished candidates time out
                     for indices in pending.values():
                         for index in indices:
-                            results[index] = (float("nan"), "compile timed out (tuning budget spent)")
+                            results[index] = (None, "compile timed out (tuning budget spent)")
                     broken = True
                     break
                 for key, _ in events:
@@ -104,7 +104,7 @@ class Measurer:
                     if not chunk:  # the worker died (e.g. a crash inside the compiler)
                         code = self._processes[worker].wait()
                         for index in pending.pop(worker):
-                            results[index] = (float("nan"), f"compile worker exited with code {code}")
+                            results[index] = (None, f"compile worker exited with code {code}")
                         selector.unregister(key.fd)
                         broken = True
                         continue

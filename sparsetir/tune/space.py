@@ -26,7 +26,7 @@ MAX_SUB_FORMATS = 48  # hyb candidates have at most this many (part, bucket) sub
 KNOB_VALUES = {
     ("spmm", "cpu"): {"vector_width": (None, 8, 4), "unroll": (16, 0, 4, 64), "specialize": (False, True),
                       "horizontal_fuse": (None, True)},
-    ("sddmm", "cpu"): {"vector_width": (None, 8, 4), "unroll": (16, 0, 4), "specialize": (False, True)},
+    ("sddmm", "cpu"): {"reduce_lanes": (None, 4, 16), "sparse_fuse": (None, True), "specialize": (False, True)},
     ("spmm", "cuda"): {"rows_per_block": (4, 1, 2, 8, 16), "lanes": (32, 8, 16), "specialize": (False, True)},
     ("sddmm", "cuda"): {"threads": (128, 64, 256), "specialize": (False, True)},
 }
@@ -90,13 +90,14 @@ class SearchSpace:
         return sum(1 for _ in self.candidates())
 
     def valid(self, config: dict) -> bool:
-        """Whether ``config`` can compile: horizontal fusion on the CPU needs sub-formats with disjoint rows."""
-        if config.get("horizontal_fuse") and self.device == "cpu":
-            from ..formats import parse_format
+        """Whether ``config`` can compile: horizontal fusion on the CPU needs sub-formats with
+        disjoint rows; fusing rows and columns (``sparse_fuse``) needs CSR."""
+        from ..formats import parse_format
 
-            fmt = parse_format(config["format"])
-            return fmt.name == "hyb" and fmt.rows_disjoint()
-        return True
+        fmt = parse_format(config["format"])
+        if config.get("horizontal_fuse") and self.device == "cpu" and not (fmt.name == "hyb" and fmt.rows_disjoint()):
+            return False
+        return not (config.get("sparse_fuse") and fmt.name != "csr")
 
     def candidates(self):
         """Every valid candidate, the default first."""

@@ -38,7 +38,7 @@ class TuneResult:
     default_median_s: float | None
     key: dict
     measurements: list[dict] = field(default_factory=list)
-    tune_s: float = 0.0
+    tune_s: float = 0.0  # seconds the search took (for a database hit: when it was tuned)
     trials: int = 0
     strategy: str = ""
     from_database: bool = False
@@ -107,7 +107,7 @@ def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S,
         if stored is not None:
             _say(progress, f"[tune {op}] database hit: {stored['config']}")
             return TuneResult(op, stored["config"], stored.get("median_s"), stored.get("default_median_s"), key,
-                              stored.get("measurements", []), 0.0, stored.get("trials", 0),
+                              stored.get("measurements", []), stored.get("tune_s") or 0.0, stored.get("trials", 0),
                               stored.get("strategy", ""), from_database=True, finalists=stored.get("finalists", []))
     if device != "cpu":
         raise RuntimeError(

@@ -77,3 +77,14 @@ def test_excluded_contenders_are_not_run(capsys):
     assert quick.main(["spmm", "--dataset", SMALL, "--feat", "4", *FAST, "--exclude", "torch-dense"]) == 0
     printed = capsys.readouterr().out
     assert "torch-dense" not in printed.split("feat 4")[1].split("geomean")[0]
+
+
+def test_tune_adds_a_tuned_contender_with_its_tuning_time(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPARSETIR_TUNE_DATABASE", str(tmp_path / "db.jsonl"))
+    out_json = tmp_path / "records.json"
+    assert quick.main(["spmm", "--dataset", SMALL, "--feat", "8", *FAST, "--tune", "2", "--exclude", "torch-dense",
+                       "--json", str(out_json)]) == 0
+    assert "sparsetir-tuned" in capsys.readouterr().out
+    tuned = next(r for r in json.loads(out_json.read_text())["records"] if r["contender"] == "sparsetir-tuned")
+    assert tuned["ok"] and tuned["timings"]["tune_s"] > 0
+    assert (tmp_path / "db.jsonl").read_text().count("\n") == 1

@@ -96,3 +96,11 @@ def test_compile_deadline_kills_the_workers_and_the_next_batch_starts_fresh():
         assert all(r.median_s > 0 for r in results[:2])
     finally:
         measurer.close()
+
+
+def test_sddmm_space_searches_the_reduction_and_fusion_knobs():
+    space = search_space("sddmm", _input(sp.random(400, 400, density=0.02, format="csr", random_state=5)), "cpu")
+    assert {"reduce_lanes", "sparse_fuse"} <= set(space.knobs)
+    assert space.valid({**space.default(), "sparse_fuse": True})
+    assert not space.valid({**space.default(), "format": "ell:8", "sparse_fuse": True})  # CSR only
+    assert all(parse_format(c["format"]).name in ("csr", "ell", "bsr", "hyb") for c in space.candidates())

@@ -51,7 +51,7 @@ def test_tune_spmm_returns_a_config_compile_spmm_accepts(matrix, database):
 def test_second_tune_is_a_database_hit(matrix, database):
     first = tune_spmm(matrix, 8, budget_s=4, trials=3, workers=1, progress=False)
     again = tune_spmm(matrix, 8, budget_s=4, trials=3, workers=1, progress=False)
-    assert again.from_database and again.config == first.config and again.tune_s == 0.0
+    assert again.from_database and again.config == first.config and again.tune_s == first.tune_s
     other_feat = tune_spmm(matrix, 8 * 2, budget_s=4, trials=2, workers=1, progress=False)
     assert not other_feat.from_database  # the key holds the feature size
 
@@ -79,6 +79,9 @@ def test_tune_sddmm(matrix, database):
     rows = np.repeat(np.arange(300), np.diff(canonical.indptr))
     expected = canonical.values * np.einsum("ij,ij->i", X[rows], Y[canonical.indices])
     np.testing.assert_allclose(kernel(X, Y), expected, rtol=1e-4, atol=1e-5)
+    auto = sparsetir.ops.sddmm(matrix, X, Y, format="auto")  # the database's configuration, no tuning
+    np.testing.assert_allclose(auto.data, expected, rtol=1e-4, atol=1e-5)
+    assert len(database.records()) == 1
 
 
 def test_database_skips_malformed_lines_and_keeps_the_latest(tmp_path):

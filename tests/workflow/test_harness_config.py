@@ -20,8 +20,14 @@ def test_hyb_format_strings_follow_the_paper_table():
 
 def test_sparsetir_contenders_per_dataset():
     spmm = DEFAULT["experiments"]["spmm"]
-    assert sparsetir_formats(spmm, "pubmed", DEFAULT["hyb"]) == {
-        "sparsetir-csr": "csr", "sparsetir-hyb": "hyb:1:1,2,4,8,16,32"}
+    tuned = {"status": "ok", "config": {"format": "ell:8", "unroll": 4}, "tune_s": 3.5}
+    assert sparsetir_formats(spmm, "pubmed", DEFAULT["hyb"], tuned) == {
+        "sparsetir-csr": "csr", "sparsetir-hyb": "hyb:1:1,2,4,8,16,32",
+        "sparsetir-tuned": {"config": {"format": "ell:8", "unroll": 4}, "tune_s": 3.5}}
+    failed = sparsetir_formats(spmm, "pubmed", DEFAULT["hyb"], {"status": "failed", "reason": "no candidate ran"})
+    assert failed["sparsetir-tuned"] == {"error": "unavailable: tuning: no candidate ran"}
+    with pytest.raises(ValueError, match="no tuning result"):
+        sparsetir_formats(spmm, "pubmed", DEFAULT["hyb"])
 
 
 def test_default_covers_the_paper_graphs_and_the_benchmark_graphs():

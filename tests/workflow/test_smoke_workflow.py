@@ -102,6 +102,19 @@ def test_records_carry_provenance_and_separate_times(smoke_run):
     assert sparsetir["provenance"]["versions"]["torch"] and sparsetir["copy_bytes_per_s"] > 0
 
 
+def test_the_tuned_contender_records_its_configuration_and_tuning_time(smoke_run):
+    workdir, _, _ = smoke_run
+    for experiment in ("spmm", "sddmm"):
+        tuned = json.loads((workdir / "results" / experiment / "tuned" / "cora" / "feat8.json").read_text())
+        assert tuned["status"] == "ok" and 1 <= tuned["trials"] <= 3 and tuned["config"]["format"]
+        records = json.loads((workdir / "results" / experiment / "records" / "cora" / "feat8.json").read_text())
+        record = next(r for r in records if r["contender"] == "sparsetir-tuned")
+        assert record["status"] == "ok" and record["variant"].startswith(tuned["config"]["format"])
+        assert record["times"]["tune_s"] > 0
+    unavailable = json.loads((workdir / "results" / "spmm" / "tuned" / "reddit" / "feat8.json").read_text())
+    assert unavailable["status"] == "unavailable" and "reddit" in unavailable["reason"]
+
+
 def test_figures_pending_tables_and_the_html_report(smoke_run):
     workdir, _, _ = smoke_run
     for experiment in ("spmm", "sddmm"):

@@ -1,11 +1,36 @@
 # One job per (experiment, dataset, feature size): every contender prepared, checked against a
 # float64 reference and timed in one process (interleaved, cache flushed), one record each.
-# A job takes all cores, so timings never share the machine with another job.
+# A job takes all cores, so timings never share the machine with another job. A "tuned"
+# sparsetir contender first gets its own tune job (compile in workers, then measure), whose
+# result is cached in the tuning database as well as in <experiment>/tuned/.
+
+
+rule tune_case:
+    input:
+        f"{RESULTS}/datasets/{{dataset}}.json",
+    output:
+        f"{RESULTS}/{{experiment}}/tuned/{{dataset}}/feat{{feat}}.json",
+    wildcard_constraints:
+        experiment="|".join(BENCH_EXPERIMENTS),
+        feat=r"\d+",
+    params:
+        tuning=config["tuning"],
+    threads: max(1, workflow.cores or 1)
+    script:
+        "../scripts/tune_case.py"
+
+
+def run_case_inputs(wildcards):
+    """The prepared dataset, and the tuned configuration when the experiment has a "tuned" contender."""
+    inputs = {"dataset": f"{RESULTS}/datasets/{wildcards.dataset}.json"}
+    if uses_tuning(config["experiments"][wildcards.experiment]):
+        inputs["tuned"] = f"{RESULTS}/{wildcards.experiment}/tuned/{wildcards.dataset}/feat{wildcards.feat}.json"
+    return inputs
 
 
 rule run_case:
     input:
-        f"{RESULTS}/datasets/{{dataset}}.json",
+        unpack(run_case_inputs),
     output:
         f"{RESULTS}/{{experiment}}/records/{{dataset}}/feat{{feat}}.json",
     wildcard_constraints:

@@ -3,7 +3,7 @@ import glob
 import sys
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflows" / "scripts"))
-from harness_config import PENDING_EXPERIMENTS, cases, check_config, dataset_names, dataset_slug
+from harness_config import PENDING_EXPERIMENTS, cases, check_config, dataset_names, dataset_slug, uses_tuning
 
 check_config(config)
 

@@ -26,10 +26,26 @@ def hyb_format(dataset: str, hyb_table: dict) -> str:
     return f"hyb:{setting['col_parts']}:{','.join(str(width) for width in setting['buckets'])}"
 
 
-def sparsetir_formats(experiment: dict, dataset: str, hyb_table: dict) -> dict[str, str]:
-    """Contender name -> format string for one dataset ("hyb" resolved through the hyb table)."""
-    return {name: hyb_format(dataset, hyb_table) if fmt == "hyb" else fmt
-            for name, fmt in experiment["sparsetir"].items()}
+TUNED = "tuned"  # a sparsetir contender spec: the configuration the tune step found
+
+
+def uses_tuning(experiment: dict) -> bool:
+    return TUNED in experiment["sparsetir"].values()
+
+
+def sparsetir_formats(experiment: dict, dataset: str, hyb_table: dict, tuned: dict | None = None) -> dict:
+    """Contender name -> spec for one dataset: a format string ("hyb" resolved through the hyb
+    table), or for "tuned" the tune step's outcome (``{"config", "tune_s"}`` or ``{"error"}``)."""
+    specs = {}
+    for name, fmt in experiment["sparsetir"].items():
+        if fmt == TUNED:
+            if tuned is None:
+                raise ValueError(f"contender {name!r} is 'tuned' but no tuning result was given")
+            specs[name] = ({"config": tuned["config"], "tune_s": tuned["tune_s"]} if tuned["status"] == "ok"
+                           else {"error": f"unavailable: tuning: {tuned['reason']}"})
+        else:
+            specs[name] = hyb_format(dataset, hyb_table) if fmt == "hyb" else fmt
+    return specs
 
 
 def cases(config: dict) -> list[tuple[str, int]]:
@@ -74,6 +90,8 @@ def check_config(config: dict) -> dict:
         if sorted(set(buckets)) != list(buckets):
             raise ValueError(f"config hyb.{dataset}.buckets must be strictly increasing, got {buckets}")
     for op, experiment in config["experiments"].items():
+        if uses_tuning(experiment) and op not in config["tuning"]["budget_s"]:
+            raise ValueError(f"config experiments.{op} has a 'tuned' contender but tuning.budget_s.{op} is not set")
         if not experiment["sparsetir"] and not experiment["baselines"]:
             raise ValueError(f"config experiments.{op}: no contenders (sparsetir and baselines are both empty)")
         for device, reference in experiment["reference"].items():

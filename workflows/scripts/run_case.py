@@ -20,7 +20,7 @@ def load_prepared(document: dict):
 
 
 def main(*, dataset_json: Path, output: Path, experiment: str, dataset: str, feat: int, settings: dict,
-         hyb: dict, timing: dict, device: str, seed: int, threads: int) -> list[dict]:
+         hyb: dict, timing: dict, device: str, seed: int, threads: int, tuned_json: Path | None = None) -> list[dict]:
     import json
 
     from sparsetir.bench.case_runner import unavailable_records
@@ -49,7 +49,9 @@ def main(*, dataset_json: Path, output: Path, experiment: str, dataset: str, fea
           f"timing on {device} with {threads} thread(s)", file=sys.stderr, flush=True)
     records = run_case(
         experiment=experiment, op=experiment, dataset=dataset, matrix=matrix, feat=feat,
-        sparsetir_formats=sparsetir_formats(settings, dataset, hyb), timing=timing,
+        sparsetir_formats=sparsetir_formats(settings, dataset, hyb,
+                                            json.loads(tuned_json.read_text()) if tuned_json else None),
+        timing=timing,
         baseline_modules=[f"baselines.{module}" for module in settings["baselines"]],
         options=settings.get("options") or {}, device=device, seed=seed,
     )
@@ -69,7 +71,8 @@ def summary(records: list[dict]) -> str:
 
 if "snakemake" in globals():
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    main(dataset_json=Path(snakemake.input[0]), output=Path(snakemake.output[0]),
+    main(dataset_json=Path(snakemake.input.dataset), output=Path(snakemake.output[0]),
+         tuned_json=Path(snakemake.input.tuned) if "tuned" in snakemake.input.keys() else None,
          experiment=snakemake.wildcards.experiment, dataset=snakemake.params.dataset,
          feat=int(snakemake.wildcards.feat), settings=snakemake.params.settings, hyb=snakemake.params.hyb,
          timing=snakemake.params.timing, device=snakemake.params.device, seed=snakemake.params.seed,
