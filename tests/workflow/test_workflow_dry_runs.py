@@ -36,6 +36,16 @@ def test_gpu_cases_declare_a_gpu(tmp_path):
     assert "gpu=1" in result.stdout
 
 
+def test_gpu_bundle_and_ingest_plan(tmp_path):
+    result = run_snakemake(tmp_path, "-n", "gpu_bundle")
+    assert result.returncode == 0 and "results/gpu-bundle" in result.stdout, result.stdout
+    result = run_snakemake(tmp_path, "-n", "gpu_ingest")
+    assert result.returncode != 0 and "gpu_ingest --config bundle_records=<folder>" in result.stdout
+    (tmp_path / "records").mkdir()
+    result = run_snakemake(tmp_path, "-n", "gpu_ingest", "--config", f"bundle_records={tmp_path / 'records'}")
+    assert result.returncode == 0 and "results/gpu-ingest/summary.json" in result.stdout, result.stdout
+
+
 def test_dry_run_with_the_slurm_profile(tmp_path):
     result = run_snakemake(tmp_path, "-n", "--profile", str(REPO_ROOT / "profiles" / "slurm"))
     assert result.returncode == 0, result.stdout
@@ -71,7 +81,7 @@ def test_bad_config_is_a_clear_error(tmp_path, change, message):
 def test_the_snakefile_stays_thin():
     lines = [line for line in (REPO_ROOT / "Snakefile").read_text().splitlines() if line.strip()]
     assert len(lines) < 40  # the rules live in workflows/rules/*.smk
-    assert sum("include:" in line for line in lines) == 5
+    assert sum("include:" in line for line in lines) == 6
 
 
 def test_config_overrides_apply_on_top_of_the_default(tmp_path):

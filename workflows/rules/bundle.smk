@@ -1,0 +1,36 @@
+# Tune on a CPU host, measure on a GPU host (README "GPU bundle: tune here, measure there").
+# gpu_bundle compiles the config's SpMM candidates (real device code) into one folder of at most
+# bundle.max_mib to carry to the GPU host; gpu_ingest reads the records that came back
+# (--config bundle_records=<folder>), fills the tuning database and results/reference/gpu/.
+
+
+rule gpu_bundle:
+    output:
+        directory(f"{RESULTS}/gpu-bundle"),
+    params:
+        bundle=config.get("bundle"),
+        hyb=config["hyb"],
+        seed=config["seed"],
+    threads: 1
+    script:
+        "../scripts/gpu_bundle.py"
+
+
+def bundle_records_folder(wildcards):
+    """The records folder a GPU run brought back (config bundle_records), or a clear error."""
+    folder = config.get("bundle_records")
+    if not folder:
+        raise ValueError("gpu_ingest needs the records folder: snakemake gpu_ingest --config bundle_records=<folder>")
+    return folder
+
+
+rule gpu_ingest:
+    input:
+        records=bundle_records_folder,
+    output:
+        f"{RESULTS}/gpu-ingest/summary.json",
+    params:
+        reference_dir="results/reference/gpu",
+    threads: 1
+    script:
+        "../scripts/gpu_ingest.py"
