@@ -11,6 +11,7 @@ accepted wherever a format is expected; ``parse_format`` reads them:
 ``"srbcrs:8:16"``          ``SRBCRS(t=8, g=16)``
 ``"hyb"``, ``"hyb:8"``     ``Hyb()``, ``Hyb(col_parts=8)``
 ``"hyb:8:1,2,4,8"``        ``Hyb(col_parts=8, buckets=(1, 2, 4, 8))``
+``"rcsr"``, ``"rcsr:32"``  ``RCSR()``, ``RCSR(parts=32)``
 ``"auto"``                 the tuning database (resolved by the ops, ``sparsetir.tune``)
 =========================  ==========================================
 """
@@ -24,9 +25,10 @@ from .csr import CSR, CSRMatrix, read_sparse_input
 from .dbsr import DBSR, DBSRMatrix
 from .ell import ELL, ELLMatrix
 from .hyb import Hyb, HybBucket, HybMatrix
+from .rcsr import RCSR, RCSRMatrix
 from .srbcrs import SRBCRS, SRBCRSMatrix
 
-FORMAT_CLASSES = (CSR, ELL, BSR, DBSR, SRBCRS, Hyb)
+FORMAT_CLASSES = (CSR, ELL, BSR, DBSR, SRBCRS, Hyb, RCSR)
 # name -> (constructor, the fields after the name: (field, required, reader))
 _FIELDS = {
     "csr": (CSR, ()),
@@ -35,6 +37,7 @@ _FIELDS = {
     "dbsr": (DBSR, (("block", True, "int"),)),
     "srbcrs": (SRBCRS, (("t", True, "int"), ("g", True, "int"))),
     "hyb": (Hyb, (("col_parts", False, "int"), ("buckets", False, "ints"))),
+    "rcsr": (RCSR, (("parts", False, "int"),)),
 }
 _SYNTAX = {
     "csr": "csr",
@@ -43,6 +46,7 @@ _SYNTAX = {
     "dbsr": "dbsr:<block>",
     "srbcrs": "srbcrs:<t>:<g>",
     "hyb": "hyb, hyb:<col_parts> or hyb:<col_parts>:<w1>,<w2>,...",
+    "rcsr": "rcsr or rcsr:<parts>",
 }
 
 
@@ -104,6 +108,8 @@ __all__ = [
     "Hyb",
     "HybBucket",
     "HybMatrix",
+    "RCSR",
+    "RCSRMatrix",
     "SRBCRS",
     "SRBCRSMatrix",
     "parse_format",

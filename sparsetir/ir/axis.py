@@ -85,6 +85,7 @@ class Axis:
     indptr: tirx.Var | None = field(default=None, repr=False)  # a tirx buffer
     indices: tirx.Var | None = field(default=None, repr=False)  # a tirx buffer
     distinct: bool = False  # sparse axes: no coordinate repeats within one parent position
+    disjoint: bool = False  # sparse child axes: no coordinate occurs under two parent positions
 
     @property
     def is_sparse(self) -> bool:
@@ -93,6 +94,15 @@ class Axis:
     @property
     def is_variable(self) -> bool:
         return self.kind in (DENSE_VARIABLE, SPARSE_VARIABLE)
+
+    @property
+    def chain_distinct(self) -> bool:
+        """Distinct positions of the whole chain (this axis with its ancestors' positions) give
+        distinct coordinates: a dense root, a distinct sparse root, or a distinct and disjoint
+        sparse child (e.g. the row ids of a row-partitioned CSR, each row in one part)."""
+        if self.parent is None:
+            return self.kind == DENSE_FIXED or self.distinct
+        return self.is_sparse and self.distinct and self.disjoint
 
     def chain(self) -> list[Axis]:
         """This axis and its ancestors, root first."""
@@ -150,37 +160,50 @@ def dense_variable(name: str, parent: Axis, length, nnz, idtype: str | None = No
 
 
 def sparse_fixed(name: str, parent: Axis | None, length, nnz_cols, idtype: str | None = None, *,
-                 distinct: bool = False) -> Axis:
+                 distinct: bool = False, disjoint: bool = False) -> Axis:
     """A sparse axis with ``nnz_cols`` stored coordinates under every parent position (ELL).
 
     Metadata: ``<name>_indices``. With ``parent=None`` it is a root axis listing ``nnz_cols``
     coordinates, for example the rows one bucket of a hybrid format holds. ``distinct``
     promises that no coordinate repeats under one parent position (the kernels rely on it
-    when they write outputs in parallel). Binary searches need indices sorted per parent.
+    when they write outputs in parallel). ``disjoint`` (a child axis) promises that no
+    coordinate occurs under two parent positions. Binary searches need indices sorted per parent.
     """
+    _check_disjoint(name, parent, disjoint)
     if parent is None:
         idtype = idtype or "int32"
         _check_index_dtype(idtype)
     else:
         idtype = _child_dtype(parent, idtype)
     axis = Axis(name, SPARSE_FIXED, _as_size(length, idtype, f"{name}.length"), idtype, parent,
-                nnz_cols=_as_size(nnz_cols, idtype, f"{name}.nnz_cols"), distinct=distinct)
+                nnz_cols=_as_size(nnz_cols, idtype, f"{name}.nnz_cols"), distinct=distinct, disjoint=disjoint)
     axis.indices = _metadata_buffer((axis.chain_size(),), idtype, f"{name}_indices")
     return axis
 
 
 def sparse_variable(name: str, parent: Axis, length, nnz, idtype: str | None = None, *,
-                    distinct: bool = False) -> Axis:
+                    distinct: bool = False, disjoint: bool = False) -> Axis:
     """A sparse axis with a varying number of stored coordinates per parent position (CSR).
 
     Metadata: ``<name>_indptr`` (parent positions + 1) and ``<name>_indices`` (nnz).
+    ``distinct``: no coordinate repeats within one parent position; ``disjoint``: no coordinate
+    occurs under two parent positions. With both, every position of the chain has its own
+    coordinate, so writes through this axis from different parent positions never collide
+    (the rows of a row-partitioned CSR: parts -> the rows of each part).
     """
+    _check_disjoint(name, parent, disjoint)
     idtype = _child_dtype(parent, idtype)
     axis = Axis(name, SPARSE_VARIABLE, _as_size(length, idtype, f"{name}.length"), idtype, parent,
-                nnz=_as_size(nnz, idtype, f"{name}.nnz"), distinct=distinct)
+                nnz=_as_size(nnz, idtype, f"{name}.nnz"), distinct=distinct, disjoint=disjoint)
     axis.indptr = _metadata_buffer((parent.chain_size() + 1,), idtype, f"{name}_indptr")
     axis.indices = _metadata_buffer((axis.nnz,), idtype, f"{name}_indices")
     return axis
+
+
+def _check_disjoint(name: str, parent, disjoint: bool) -> None:
+    if disjoint and parent is None:
+        raise ValueError(f"axis {name}: disjoint describes a child axis (coordinates of different parent "
+                         f"positions); a root axis has one parent position, use distinct")
 
 
 @dataclass(frozen=True, eq=False)

@@ -161,12 +161,14 @@ def _is_load_of(expr, buffer: SparseBuffer, indices) -> bool:
     )
 
 
-def sparse_iteration(axes, kinds: str, *, name: str | None = None, init=0, atomic: bool = False):
+def sparse_iteration(axes, kinds: str, *, name: str | None = None, init=0, atomic: bool = False,
+                     init_scope: str = OUTPUT):
     """Decorator: trace a body function into a :class:`SparseIteration`.
 
     The function receives one coordinate iterator per axis (fused axes expanded), named
     after its parameters (or after the axes, for ``def body(*iters)``). ``init`` is the value outputs start from before "+=" (``None``:
-    keep the output's current contents).
+    keep the output's current contents); ``init_scope="written"``: only the elements the
+    iteration writes start from ``init``.
     """
     groups = list(axes)
     for group in groups:
@@ -189,6 +191,6 @@ def sparse_iteration(axes, kinds: str, *, name: str | None = None, init=0, atomi
         if returned is not None:
             raise TypeError(f"{body.__name__} must store into buffers, not return a value")
         return SparseIteration(recorder.name, groups, kinds, iter_vars, recorder.stores, init, recorder.buffers,
-                               atomic)
+                               atomic, init_scope)
 
     return decorate

@@ -16,6 +16,8 @@ def format_axis(axis: Axis) -> str:
     meta = ", ".join(f"{m.name}[{', '.join(map(str, m.shape))}]" for m in axis.metadata())
     if axis.distinct:
         meta += ", distinct"
+    if axis.disjoint:
+        meta += ", disjoint"
     return f"{axis.name} = {axis.kind}({', '.join(parts)})  # {meta}"
 
 

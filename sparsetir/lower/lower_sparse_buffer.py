@@ -95,6 +95,7 @@ class _Emitter:
                 "indices": None if axis.indices is None else axis.indices.name,
                 "sorted": axis.indices is not None and axis.indices.name in self.searched,
                 "distinct": axis.distinct,
+                "disjoint": axis.disjoint,
             }
             for axis in self.func.axes
         ]

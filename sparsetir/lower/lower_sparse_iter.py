@@ -260,11 +260,14 @@ class _IterationLowering:
 
     def _injective_loops(self, index) -> set:
         """Loops that a coordinate expression tells apart: distinct positions of them give
-        distinct coordinates (a dense or distinct root axis, or ``outer * L + inner`` with
-        ``inner`` over a dense axis of length L). Empty when nothing is known."""
+        distinct coordinates. Known cases: the iterator of an axis whose chain positions have
+        distinct coordinates (a dense or distinct root, which tells its own loop apart, or a
+        distinct and disjoint sparse child, which tells apart its loop and its ancestors'), and
+        ``outer * L + inner`` with ``outer`` over a distinct root and ``inner`` over a dense axis
+        of length L. Empty when nothing is known."""
         owner = self._iterated_axis(index)
         if owner is not None:
-            return {self._loop_of(owner)} if _distinct_root(owner) else set()
+            return self._chain_loops(owner) if owner.chain_distinct else set()
         if isinstance(index, tirx.Add) and isinstance(index.a, tirx.Mul):
             outer, inner = self._iterated_axis(index.a.a), self._iterated_axis(index.b)
             scale = index.a.b
@@ -272,6 +275,14 @@ class _IterationLowering:
                     and tvm_ffi.structural_equal(scale, inner.length)):
                 return {self._loop_of(outer), self._loop_of(inner)}
         return set()
+
+    def _chain_loops(self, axis: Axis) -> set:
+        """The loops of ``axis`` and its ancestors (empty when an ancestor is not iterated here)."""
+        iterated = {a for loop in self.loops for a in loop.axes}
+        chain = axis.chain()
+        if any(a not in iterated for a in chain):
+            return set()
+        return {self._loop_of(a) for a in chain}
 
     def _iterated_axis(self, index):
         if isinstance(index, tirx.Var):

@@ -22,7 +22,7 @@ from .. import transform
 from .operands import (check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_matrix,
                        tuned_format)
 
-SDDMM_FORMATS = ("csr", "ell", "bsr", "hyb")
+SDDMM_FORMATS = ("csr", "ell", "bsr", "hyb", "rcsr")
 
 
 def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",

@@ -13,7 +13,8 @@ import operator
 
 import numpy as np
 
-from .validate import check_dense, check_distinct_rows, check_indices, check_indptr, check_sorted_rows
+from .validate import (check_dense, check_disjoint_rows, check_distinct_rows, check_indices, check_indptr,
+                       check_sorted_rows)
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
 
@@ -106,6 +107,8 @@ class Signature:
                 check_sorted_rows(indptr, indices, name=axis["indices"])
             if axis.get("distinct"):
                 check_distinct_rows(indptr, indices, length, name=axis["indices"])
+            if axis.get("disjoint"):
+                check_disjoint_rows(indptr, indices, name=axis["indices"])
 
 
 def _host(array) -> np.ndarray:

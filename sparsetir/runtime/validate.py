@@ -80,6 +80,19 @@ def check_distinct_rows(indptr: np.ndarray, indices: np.ndarray, length: int, *,
         raise ValueError(f"{name} repeats a coordinate within a row, but its axis promises distinct coordinates")
 
 
+def check_disjoint_rows(indptr: np.ndarray, indices: np.ndarray, *, name: str) -> None:
+    """No coordinate occurs in two rows (kernels write the rows' coordinates in parallel)."""
+    if indices.size < 2:
+        return
+    rows = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    order = np.lexsort((rows, indices))
+    coords, owners = indices[order], rows[order]
+    shared = (coords[1:] == coords[:-1]) & (owners[1:] != owners[:-1])
+    if shared.any():
+        at = int(coords[1:][shared][0])
+        raise ValueError(f"{name} lists coordinate {at} in two rows, but its axis promises disjoint rows")
+
+
 def check_dense(array, *, name: str, shape: tuple, dtype) -> None:
     """A dense operand with the expected shape and dtype (numpy or torch).
 

@@ -36,7 +36,7 @@ def emulate(kernel, func, inputs: dict, outputs: dict):
                    sizes=kernel.sizes)
 
 
-@pytest.mark.parametrize("fmt", ["ell", "ell:3", "bsr:4", "dbsr:4", "srbcrs:4:4", "hyb", "hyb:2:1,2,4"])
+@pytest.mark.parametrize("fmt", ["ell", "ell:3", "bsr:4", "dbsr:4", "srbcrs:4:4", "hyb", "hyb:2:1,2,4", "rcsr:3"])
 def test_emulated_cuda_spmm_in_every_format_equals_scipy(fmt):
     A = matrix_with_a_long_row()
     B = random_dense(A.shape[1], 64, np.float32)
@@ -62,7 +62,7 @@ def test_hyb_with_several_column_parts_writes_atomically():
     assert kernel.source.count("tvm_builtin_cuda_atomic_add(") >= 6  # every bucket of both parts
 
 
-@pytest.mark.parametrize("fmt", ["ell:3", "bsr:4", "hyb:2:1,2,4"])
+@pytest.mark.parametrize("fmt", ["ell:3", "bsr:4", "hyb:2:1,2,4", "rcsr:3"])
 def test_emulated_cuda_sddmm_in_every_format_equals_scipy(fmt):
     A = matrix_with_a_long_row()
     X, Y = random_dense(A.shape[0], 32, np.float32, 1), random_dense(A.shape[1], 32, np.float32, 2)

@@ -99,3 +99,42 @@ def test_scatter_into_a_dense_output_is_zero_filled_first():
     stage2 = lower_sparse_iter(sp.SparseFunction("colsum", [column_sums]))
     assert "y[...] = T.float32(0.0)" in str(stage2)
     assert not any(b.init for b in blocks_of(stage2))
+
+
+def rows_per_part(*, disjoint: bool):
+    """C[r, k] += A[t, r, j] * B[j, k] with the rows of each part listed by R (row-partitioned CSR)."""
+    m, n, nnz, parts = sp.size_vars("m n nnz parts")
+    I = sp.dense_fixed("I", m)
+    T = sp.dense_fixed("T", parts)
+    R = sp.sparse_variable("R", T, m, m, distinct=True, disjoint=disjoint)
+    J = sp.sparse_variable("J", R, n, nnz)
+    J_, K = sp.dense_fixed("J_", n), sp.dense_fixed("K", 16)
+    A, B, C = sp.SparseBuffer("A", (T, R, J)), sp.SparseBuffer("B", (J_, K)), sp.SparseBuffer("C", (I, K))
+
+    @sp.sparse_iteration([T, R, J, K], "SSRS", init=0, init_scope="written")
+    def spmm(t, r, j, k):
+        C[r, k] += A[t, r, j] * B[j, k]
+
+    return sp.SparseFunction("spmm", [spmm], params=[A, B, C])
+
+
+def test_rows_of_a_distinct_and_disjoint_child_axis_let_the_outer_loop_run_in_parallel():
+    """Each row in one part: distinct parts write distinct rows, and each row is initialised in place."""
+    stage2 = lower_sparse_iter(rows_per_part(disjoint=True))
+    parts, rows, nonzeros = blocks_of(stage2)
+    assert parts.parallel_safe
+    assert not parts.init and not rows.init and len(nonzeros.init) == 1
+    assert "C[...] =" not in str(stage2)  # no fill pass
+
+
+def test_rows_distinct_only_within_a_part_may_repeat_across_parts():
+    """Without ``disjoint`` two parts may list the same row: no parallel proof, and a fill first."""
+    stage2 = lower_sparse_iter(rows_per_part(disjoint=False))
+    assert not blocks_of(stage2)[0].parallel_safe
+    assert not any(b.init for b in blocks_of(stage2))
+    assert "C[...] = T.float32(0.0)" in str(stage2)
+
+
+def test_disjoint_is_a_property_of_child_axes():
+    with pytest.raises(ValueError, match="disjoint describes a child axis"):
+        sp.sparse_fixed("R", None, 8, 4, distinct=True, disjoint=True)
