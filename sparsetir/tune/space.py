@@ -24,13 +24,15 @@ MAX_SUB_FORMATS = 48  # hyb candidates have at most this many (part, bucket) sub
 
 # knob -> values; the first value is the template's default
 KNOB_VALUES = {
-    ("spmm", "cpu"): {"vector_width": (None, 8, 4), "unroll": (16, 0, 4, 64), "specialize": (False, True),
-                      "horizontal_fuse": (None, True)},
-    ("sddmm", "cpu"): {"reduce_lanes": (None, 4, 16), "sparse_fuse": (None, True), "specialize": (False, True)},
+    ("spmm", "cpu"): {"vector_width": (None, 8, 4), "unroll": (16, 0, 4, 64), "prefetch": (0, 8, 16),
+                      "specialize": (False, True), "horizontal_fuse": (None, True)},
+    ("sddmm", "cpu"): {"reduce_lanes": (None, 4, 16), "prefetch": (16, 0, 8), "sparse_fuse": (None, True),
+                       "specialize": (False, True)},
     ("spmm", "cuda"): {"rows_per_block": (4, 1, 2, 8, 16), "lanes": (32, 8, 16), "specialize": (False, True)},
     ("sddmm", "cuda"): {"threads": (128, 64, 256), "specialize": (False, True)},
 }
-OP_FORMATS = {"spmm": ("csr", "ell", "bsr", "hyb"), "sddmm": ("csr", "ell", "bsr", "hyb")}
+OP_FORMATS = {"spmm": ("csr", "rcsr", "ell", "bsr", "hyb"), "sddmm": ("csr", "rcsr", "ell", "bsr", "hyb")}
+RCSR_PARTS_PER_THREAD = (1, 8)  # nnz-balanced row parts: any multiple of the thread count balances alike
 
 
 def _next_power_of_two(value: int) -> int:
@@ -49,6 +51,10 @@ def format_choices(matrix, op: str) -> list[str]:
     choices = ["csr"]
     if max_degree == 0:
         return choices
+    if "rcsr" in OP_FORMATS[op]:
+        from ..runtime.loader import usable_cores
+
+        choices += [f"rcsr:{k * usable_cores()}" for k in RCSR_PARTS_PER_THREAD]
     if "ell" in OP_FORMATS[op]:
         widths = sorted({min(_next_power_of_two(int(np.ceil(np.quantile(degrees, q)))), max_degree)
                          for q in ELL_QUANTILES} - {0})

@@ -103,4 +103,14 @@ def test_sddmm_space_searches_the_reduction_and_fusion_knobs():
     assert {"reduce_lanes", "sparse_fuse"} <= set(space.knobs)
     assert space.valid({**space.default(), "sparse_fuse": True})
     assert not space.valid({**space.default(), "format": "ell:8", "sparse_fuse": True})  # CSR only
-    assert all(parse_format(c["format"]).name in ("csr", "ell", "bsr", "hyb") for c in space.candidates())
+    assert all(parse_format(c["format"]).name in ("csr", "rcsr", "ell", "bsr", "hyb") for c in space.candidates())
+
+
+def test_rcsr_and_prefetch_are_in_the_cpu_spaces():
+    from sparsetir.runtime.loader import usable_cores
+
+    matrix = _input(sp.random(400, 400, density=0.02, format="csr", random_state=6))
+    for op in ("spmm", "sddmm"):
+        space = search_space(op, matrix, "cpu")
+        assert f"rcsr:{usable_cores()}" in space.formats and 0 in space.knobs["prefetch"]
+    assert search_space("sddmm", matrix, "cpu").default()["prefetch"] == 16  # the CSR SDDMM default
