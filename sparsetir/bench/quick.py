@@ -242,8 +242,8 @@ def contender_rows(
     """The sparsetir rows, then one row per variant of every baseline module (minus ``exclude``).
 
     ``sparsetir_formats`` maps a contender name to a format string or a configuration (see
-    :func:`contender_config`; a plain string is one contender named ``sparsetir``). ``options`` maps a variant name to extra keyword arguments
-    for its factory (e.g. ``{"torch-dense": {"limit_bytes": ...}}``); ``device`` is passed to
+    :func:`contender_config`; a plain string is one contender named ``sparsetir``).
+    ``options`` maps a variant name to extra keyword arguments for its factory (e.g. ``{"torch-dense": {"limit_bytes": ...}}``); ``device`` is passed to
     baseline factories when it is not ``"cpu"``. A module that cannot be imported gives one
     ``unavailable`` row named after it.
     """

@@ -71,9 +71,10 @@ def compile_sddmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dty
     the tuning database, tuning on a miss (``sparsetir.tune``).
     """
     format, knobs = tuned_format("sddmm", A, feat, format, target, dtype, knobs)
-    if parse_format(format).name not in SDDMM_FORMATS:  # before converting A
+    format_name = parse_format(format).name
+    if format_name not in SDDMM_FORMATS:  # before converting A
         raise ValueError(f"sddmm supports the formats {SDDMM_FORMATS}, not {format!r}")
-    check_sparse_fuse(knobs.get("sparse_fuse"), parse_format(format).name)
+    check_sparse_fuse(knobs.get("sparse_fuse"), format_name)
     p = prepare_matrix(A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype, canonical=True)
     if p.device == "cpu" and p.fmt.name == "csr":  # prefetching Y's rows: 1.2-1.5x on every graph measured
         knobs = {"prefetch": CPU_CSR_PREFETCH, **knobs}

@@ -41,13 +41,6 @@ class Measurement:
                 "error": self.error, "samples": (self.stats or {}).get("n")}
 
 
-def kernel_factory(op: str):
-    """``factory(A, *inputs, format=..., **knobs) -> run()`` of the benchmark's sparsetir contender."""
-    from ..bench.quick import OPS
-
-    return OPS[op].sparsetir_kernel
-
-
 class Measurer:
     """Compiles (in ``workers`` processes) and times the candidates of one tuning problem."""
 
@@ -57,6 +50,7 @@ class Measurer:
 
         self.op, self.matrix, self.feat, self.dtype, self.target = op, matrix, feat, dtype, target
         self.case = OPS[op].make_case(matrix, feat, np.random.default_rng(seed))
+        self.kernel = OPS[op].sparsetir_kernel  # (A, *inputs, format=..., **knobs) -> run(), as the benchmark
         self.inputs = tuple(np.ascontiguousarray(x.astype(dtype)) for x in self.case.inputs)
         from .compile_worker import write_request  # not at import: ``-m`` runs that module as __main__
 
@@ -130,13 +124,12 @@ class Measurer:
         for result, (seconds, error) in zip(results, self.compile(configs, deadline)):
             result.compile_s, result.error = seconds, error
         runs = {}
-        factory = kernel_factory(self.op)
         for index, result in enumerate(results):
             if result.error:
                 continue
             try:
                 knobs = {k: v for k, v in result.config.items() if k != "format"}
-                run = factory(self.matrix, *self.inputs, format=result.config["format"], **knobs)
+                run = self.kernel(self.matrix, *self.inputs, format=result.config["format"], **knobs)
                 got = np.asarray(run(), dtype=np.float64)
             except Exception as error:
                 result.error = f"{type(error).__name__}: {error}"
