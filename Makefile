@@ -33,10 +33,11 @@ test: $(STAMP)
 
 # CSR and tuned SpMM against the best CPU library on the benchmark graphs (prints medians and ratios);
 # each case is tuned first for up to BENCH_TUNE_S seconds (or taken from the tuning database).
+# The row "bound: csr, local columns" is the CSR kernel on the same degrees with local columns.
 bench: $(STAMP)
 	mkdir -p results
 	$(PY) -m sparsetir.bench.quick spmm --dataset all-benchmark $(foreach f,$(BENCH_FEATS),--feat $(f)) \
-		--exclude torch-dense --tune $(BENCH_TUNE_S) --json results/quick-spmm.json
+		--exclude torch-dense --tune $(BENCH_TUNE_S) --locality-bound --json results/quick-spmm.json
 
 # The default workflow (workflows/config/default.yaml) on CPU. A run that was killed resumes:
 # finished cases are kept, unfinished ones are redone (--rerun-incomplete after --unlock).

@@ -3,6 +3,8 @@
     python -m sparsetir.bench.quick spmm --dataset pubmed --feat 32 --feat 64 [--samples 50]
     python -m sparsetir.bench.quick sddmm --dataset all-benchmark [--json out.json]
     python -m sparsetir.bench.quick spmm --dataset pubmed --tune 20   # plus a tuned contender
+    python -m sparsetir.bench.quick spmm --dataset pubmed --locality-bound   # plus the CSR kernel
+                                                      # on the same degrees with local columns
 
 For every (dataset, feature size) each contender is prepared once (format conversion or
 compilation, timed on its own), checked against a float64 scipy reference, then all of them
@@ -35,6 +37,7 @@ from sparsetir.bench.timer import Stats, default_flush_bytes, environment_info, 
 # need. Both are read once, when the library loads, so they are set before torch/tvm import.
 SPIN_LIMITS = {"GOMP_SPINCOUNT": "10000", "TVM_THREAD_POOL_SPIN_COUNT": "1000"}
 SPARSETIR = "sparsetir"
+LOCALITY_BOUND = "bound: csr, local columns"
 # The "best CPU library" a speedup is measured against: the sparse kernels, not dense GEMM.
 LIBRARY_REFERENCES = {
     "spmm": ("scipy", "torch-csr-i64", "torch-csr-i32", "torch-reduce-sum", "pyg-edgeindex", "pyg-spmm", "dgl-gspmm"),
@@ -108,9 +111,14 @@ def _row_ids(A: sp.csr_matrix) -> np.ndarray:
 
 
 def spmm_case(A: sp.csr_matrix, feat: int, rng: np.random.Generator) -> Case:
+    """``C = A @ B`` for a random B."""
+    return spmm_reference(A, rng.standard_normal((A.shape[1], feat), dtype=np.float32))
+
+
+def spmm_reference(A: sp.csr_matrix, B: np.ndarray) -> Case:
     """``C = A @ B``; min bytes: values+indices, indptr, B and C each moved once (float32/int32)."""
     m, n = A.shape
-    B = rng.standard_normal((n, feat), dtype=np.float32)
+    feat = B.shape[1]
     A64 = A.astype(np.float64)
     reference = A64 @ B.astype(np.float64)
     magnitude = abs(A64) @ np.abs(B.astype(np.float64))
@@ -121,10 +129,16 @@ def spmm_case(A: sp.csr_matrix, feat: int, rng: np.random.Generator) -> Case:
 
 
 def sddmm_case(A: sp.csr_matrix, feat: int, rng: np.random.Generator) -> Case:
-    """``A.data * (X[i] . Y[j])``; min bytes: A (values+indices, indptr), X, Y and the output once."""
+    """``A.data * (X[i] . Y[j])`` for random X and Y."""
     m, n = A.shape
     X = rng.standard_normal((m, feat), dtype=np.float32)
-    Y = rng.standard_normal((n, feat), dtype=np.float32)
+    return sddmm_reference(A, X, rng.standard_normal((n, feat), dtype=np.float32))
+
+
+def sddmm_reference(A: sp.csr_matrix, X: np.ndarray, Y: np.ndarray) -> Case:
+    """``A.data * (X[i] . Y[j])``; min bytes: A (values+indices, indptr), X, Y and the output once."""
+    m, n = A.shape
+    feat = X.shape[1]
     rows, cols = _row_ids(A), A.indices
     values = A.data.astype(np.float64)
     X64, Y64 = X.astype(np.float64), Y.astype(np.float64)
@@ -171,13 +185,14 @@ class Operation:
     """How quick benchmarks one op: its case, its sparsetir kernel, the baselines' variant table."""
 
     make_case: Callable[[sp.csr_matrix, int, np.random.Generator], Case]
+    reference: Callable[..., Case]  # the case for given inputs: (A, *inputs) -> Case
     sparsetir_kernel: Callable[..., Callable[[], np.ndarray]]
     variants_attr: str
 
 
 OPS = {
-    "spmm": Operation(spmm_case, sparsetir_spmm, "SPMM_VARIANTS"),
-    "sddmm": Operation(sddmm_case, sparsetir_sddmm, "SDDMM_VARIANTS"),
+    "spmm": Operation(spmm_case, spmm_reference, sparsetir_spmm, "SPMM_VARIANTS"),
+    "sddmm": Operation(sddmm_case, sddmm_reference, sparsetir_sddmm, "SDDMM_VARIANTS"),
 }
 
 
@@ -289,6 +304,19 @@ def contender_rows(
                 kwargs["device"] = device
             rows.append(prepare(row, lambda factory=factory, kwargs=kwargs: factory(A, *case.inputs, **kwargs), case))
     return rows
+
+
+def locality_bound_row(op: str, A: sp.csr_matrix, case: Case, config: dict) -> Row:
+    """The sparsetir kernel built with ``config`` for A with local columns (see
+    :mod:`sparsetir.bench.locality`), run on the case's inputs and checked against that matrix's
+    own reference: not a contender, a bound on how fast the kernel gets with perfect locality."""
+    from sparsetir.bench.locality import local_columns
+
+    operation = OPS[op]
+    local = local_columns(A)
+    return prepare(Row(LOCALITY_BOUND, "compile"),
+                   lambda: operation.sparsetir_kernel(local, *case.inputs, **config),
+                   operation.reference(local, *case.inputs))
 
 
 def contender_config(value) -> tuple[dict | None, float | None, str | None]:
@@ -450,6 +478,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tune", type=float, metavar="BUDGET_S",
                         help="also tune sparsetir for every case (this many seconds each, or a database hit) "
                              "and time the result as the contender sparsetir-tuned")
+    parser.add_argument("--locality-bound", action="store_true",
+                        help="also time the CSR kernel on the same matrix with local columns (same shape, "
+                             "degrees and values; sparsetir.bench.locality): a bound on what scheduling reaches")
     parser.add_argument("--exclude", action="append", default=[], metavar="CONTENDER",
                         help="skip a contender, e.g. torch-dense (repeatable)")
     parser.add_argument("--no-flush", action="store_true", help="do not flush the cache between calls")
@@ -530,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.tune:
                 contenders[f"{SPARSETIR}-tuned"] = tuned_contender(args.op, A, feat, args.tune, args.seed)
             rows = contender_rows(args.op, A, case, contenders, exclude=set(args.exclude))
+            if args.locality_bound:
+                rows.append(locality_bound_row(args.op, A, case, {"format": "csr"}))
             time_rows(args.op, rows, case, copy["bytes_per_s"], timing)
             print(f"\n{dataset} ({A.shape[0]:,} x {A.shape[1]:,}, {A.nnz:,} nnz), feat {feat}")
             print(format_rows(rows))

@@ -88,3 +88,27 @@ def test_tune_adds_a_tuned_contender_with_its_tuning_time(tmp_path, monkeypatch,
     tuned = next(r for r in json.loads(out_json.read_text())["records"] if r["contender"] == "sparsetir-tuned")
     assert tuned["ok"] and tuned["timings"]["tune_s"] > 0
     assert (tmp_path / "db.jsonl").read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize("op", ["spmm", "sddmm"])
+def test_locality_bound_is_timed_and_checked_against_its_own_matrix(op, tmp_path, capsys):
+    out_json = tmp_path / "records.json"
+    assert quick.main([op, "--dataset", SMALL, "--feat", "8", *FAST, "--locality-bound", "--exclude", "torch-dense",
+                       "--json", str(out_json)]) == 0
+    assert quick.LOCALITY_BOUND in capsys.readouterr().out
+    bound = next(r for r in json.loads(out_json.read_text())["records"] if r["contender"] == quick.LOCALITY_BOUND)
+    assert bound["ok"], bound["error"]  # a check against A's own reference would have failed
+    assert bound["speedup_vs_best"] > 0
+
+
+def test_locality_bound_refuses_a_kernel_that_computes_the_real_product():
+    A = quick.load_matrix(SMALL, seed=0)
+    case = quick.spmm_case(A, 4, np.random.default_rng(0))
+    real = quick.prepare(quick.Row("real", "conversion"), lambda: (lambda: A @ case.inputs[0]),
+                         quick.spmm_reference(A, case.inputs[0]))
+    assert real.error is None
+    from sparsetir.bench.locality import local_columns
+
+    wrong = quick.prepare(quick.Row("wrong", "conversion"), lambda: (lambda: A @ case.inputs[0]),
+                          quick.spmm_reference(local_columns(A), case.inputs[0]))
+    assert wrong.error.startswith("wrong result")
