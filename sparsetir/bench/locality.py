@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..runtime.validate import entry_rows
+
 
 def local_columns(A: sp.csr_matrix) -> sp.csr_matrix:
     """A canonical CSR matrix with A's shape, row degrees and values (in A's order), whose row
@@ -25,8 +27,8 @@ def local_columns(A: sp.csr_matrix) -> sp.csr_matrix:
     degrees = np.diff(A.indptr).astype(np.int64)
     if degrees.size and degrees.max(initial=0) > n:
         raise ValueError(f"a row has {int(degrees.max())} non-zeros but the matrix has only {n} columns")
-    rows = np.repeat(np.arange(m, dtype=np.int64), degrees)
-    offsets = np.arange(A.nnz, dtype=np.int64) - np.repeat(A.indptr[:-1].astype(np.int64), degrees)
+    rows = entry_rows(A.indptr)
+    offsets = np.arange(A.nnz, dtype=np.int64) - A.indptr[rows]  # each entry's rank in its row
     columns = (rows + offsets) % max(n, 1)
     # the wrap-around puts small columns after large ones in a row: sort each row's columns
     order = np.lexsort((columns, rows))

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from baselines.scipy_sparse import canonical_csr
 from sparsetir.bench.timer import Stats, default_flush_bytes, environment_info, time_cuda, time_interleaved
+from sparsetir.runtime.validate import entry_rows
 
 # Idle thread pools must go to sleep quickly. After each parallel region torch's OpenMP
 # (libgomp) workers and TVM's pool busy-wait (default ~300k spins) for the next one; in an
@@ -106,10 +107,6 @@ def dataset_names(requested: list[str]) -> list[str]:
 # ---------------------------------------------------------------- operations
 
 
-def _row_ids(A: sp.csr_matrix) -> np.ndarray:
-    return np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
-
-
 def spmm_case(A: sp.csr_matrix, feat: int, rng: np.random.Generator) -> Case:
     """``C = A @ B`` for a random B."""
     return spmm_reference(A, rng.standard_normal((A.shape[1], feat), dtype=np.float32))
@@ -139,7 +136,7 @@ def sddmm_reference(A: sp.csr_matrix, X: np.ndarray, Y: np.ndarray) -> Case:
     """``A.data * (X[i] . Y[j])``; min bytes: A (values+indices, indptr), X, Y and the output once."""
     m, n = A.shape
     feat = X.shape[1]
-    rows, cols = _row_ids(A), A.indices
+    rows, cols = entry_rows(A.indptr), A.indices
     values = A.data.astype(np.float64)
     X64, Y64 = X.astype(np.float64), Y.astype(np.float64)
     reference = values * np.einsum("ij,ij->i", X64[rows], Y64[cols])

@@ -16,7 +16,8 @@ import numpy as np
 from .csr import CSRMatrix
 from ..ir import dense_fixed, sparse_variable
 from .structure import make_rule, value_params
-from .slots import PADDING, Format, SlotArray, SlotMatrix, entry_rows, exclusive_cumsum, index_dtype_for, positive_int
+from ..runtime.validate import entry_rows
+from .slots import PADDING, Format, SlotArray, SlotMatrix, exclusive_cumsum, index_dtype_for, positive_int
 
 
 @dataclass

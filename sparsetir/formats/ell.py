@@ -15,7 +15,8 @@ import numpy as np
 from .csr import CSRMatrix, read_sparse_input
 from ..ir import sparse_fixed, sparse_variable
 from .structure import make_rule, value_params
-from .slots import PADDING, Format, SlotArray, SlotMatrix, entry_rows, index_dtype_for, positive_int
+from ..runtime.validate import entry_rows
+from .slots import PADDING, Format, SlotArray, SlotMatrix, index_dtype_for, positive_int
 
 
 @dataclass

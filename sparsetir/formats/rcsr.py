@@ -27,7 +27,8 @@ import numpy as np
 
 from ..ir import dense_fixed, sparse_variable
 from .csr import CSRMatrix
-from .slots import Format, SlotArray, SlotMatrix, entry_rows, index_dtype_for, positive_int
+from ..runtime.validate import entry_rows
+from .slots import Format, SlotArray, SlotMatrix, index_dtype_for, positive_int
 from .structure import make_rule, value_params
 
 PARTS_PER_CORE = 8

@@ -92,11 +92,6 @@ def index_dtype_for(index_dtype: str, *extents: int) -> np.dtype:
     return np.dtype(choose_index_dtype(*extents, requested=index_dtype))
 
 
-def entry_rows(indptr: np.ndarray) -> np.ndarray:
-    """The row of every stored entry (int64)."""
-    return np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
-
-
 def rank_in_segment(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """For consecutive segments (``starts``, ``lengths``) covering 0..N-1: each element's offset in its segment."""
     total = int(lengths.sum())

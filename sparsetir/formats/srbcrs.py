@@ -17,7 +17,8 @@ import numpy as np
 from .csr import CSRMatrix
 from ..ir import dense_fixed, dense_variable, sparse_fixed
 from .structure import make_rule, value_params
-from .slots import (PADDING, Format, SlotArray, SlotMatrix, entry_rows, exclusive_cumsum, index_dtype_for,
+from ..runtime.validate import entry_rows
+from .slots import (PADDING, Format, SlotArray, SlotMatrix, exclusive_cumsum, index_dtype_for,
                     positive_int, rank_in_segment)
 
 

@@ -70,12 +70,16 @@ def check_sorted_rows(indptr: np.ndarray, indices: np.ndarray, *, name: str) -> 
         raise ValueError(f"{name} must be sorted without duplicates within each row (position {at})")
 
 
+def entry_rows(indptr: np.ndarray) -> np.ndarray:
+    """The row of every stored entry of a CSR ``indptr`` (int64)."""
+    return np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+
+
 def check_distinct_rows(indptr: np.ndarray, indices: np.ndarray, length: int, *, name: str) -> None:
     """No coordinate repeats within one row (kernels write such rows in parallel)."""
     if indices.size < 2:
         return
-    rows = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
-    keys = rows * max(int(length), 1) + indices.astype(np.int64)
+    keys = entry_rows(indptr) * max(int(length), 1) + indices.astype(np.int64)
     if np.unique(keys).size != keys.size:
         raise ValueError(f"{name} repeats a coordinate within a row, but its axis promises distinct coordinates")
 
@@ -84,7 +88,7 @@ def check_disjoint_rows(indptr: np.ndarray, indices: np.ndarray, *, name: str) -
     """No coordinate occurs in two rows (kernels write the rows' coordinates in parallel)."""
     if indices.size < 2:
         return
-    rows = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    rows = entry_rows(indptr)
     order = np.lexsort((rows, indices))
     coords, owners = indices[order], rows[order]
     shared = (coords[1:] == coords[:-1]) & (owners[1:] != owners[:-1])

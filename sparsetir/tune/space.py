@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..runtime.validate import entry_rows
+
 HYB_COL_PARTS = (1, 2, 4, 8, 16)
 HYB_MAX_WIDTHS = (4, 16, 64, 256, 512)  # the largest bucket; the buckets are 1, 2, 4, ..., that width
 ELL_QUANTILES = (0.5, 0.9)  # capped ELL widths: these degree quantiles, rounded up to a power of two
@@ -45,7 +47,7 @@ def _powers_up_to(width: int) -> list[int]:
 
 def format_choices(matrix, op: str) -> list[str]:
     """Format strings worth trying for ``matrix`` (a validated CSR input), CSR first."""
-    m, n = matrix.shape
+    n = matrix.shape[1]
     degrees = np.diff(np.asarray(matrix.indptr, dtype=np.int64))
     max_degree = int(degrees.max()) if degrees.size else 0
     choices = ["csr"]
@@ -68,7 +70,7 @@ def format_choices(matrix, op: str) -> list[str]:
             choices += [f"hyb:{parts}:{','.join(map(str, _powers_up_to(w)))}" for w in max_widths
                         if parts * len(_powers_up_to(w)) <= MAX_SUB_FORMATS]
     if "bsr" in OP_FORMATS[op]:
-        rows = np.repeat(np.arange(m, dtype=np.int64), degrees)
+        rows = entry_rows(matrix.indptr)
         cols = np.asarray(matrix.indices, dtype=np.int64)
         for block in BSR_BLOCKS:
             blocks = np.unique((rows // block) * (n // block + 1) + cols // block).size
