@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from baselines.scipy_sparse import canonical_csr
 from sparsetir.bench.timer import Stats, default_flush_bytes, environment_info, time_cuda, time_interleaved
+from sparsetir.runtime.loader import usable_cores
 from sparsetir.runtime.validate import entry_rows
 
 # Idle thread pools must go to sleep quickly. After each parallel region torch's OpenMP
@@ -467,7 +468,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=100, help="timed calls per contender (default 100)")
     parser.add_argument("--max-time-s", type=float, default=30.0,
                         help="cap on the (estimated) sampling time per case; fewer samples, at least 10 (default 30)")
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+    parser.add_argument("--threads", type=int, default=usable_cores(),
                         help="threads for torch and TVM (default: all usable cores)")
     parser.add_argument("--format", action="append", dest="formats", metavar="FORMAT",
                         help="sparsetir format, e.g. csr, ell:32, bsr:4, hyb:1:1,2,4,8 (repeatable: one "

@@ -31,6 +31,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..runtime.loader import usable_cores
+
 DEFAULT_LLC_BYTES = 32 << 20  # used when sysfs does not say (the flush is then 64 MiB)
 CUDA_FLUSH_BYTES = 256 << 20
 PROBE_CALLS = 5
@@ -332,7 +334,7 @@ def environment_info(*, flush: bool = True, flush_bytes: int | None = None) -> d
         "platform": platform.platform(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "usable_cpus": usable_cores(),
         "llc_bytes": llc_bytes(),
         "env": {name: os.environ.get(name) for name in _THREAD_ENV},
         "flush": flush,

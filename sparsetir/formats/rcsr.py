@@ -20,13 +20,13 @@ Layout (what the kernels index): ``part_indptr (parts + 1,)`` (the first row of 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..ir import dense_fixed, sparse_variable
 from .csr import CSRMatrix
+from ..runtime.loader import usable_cores
 from ..runtime.validate import entry_rows
 from .slots import Format, SlotArray, SlotMatrix, index_dtype_for, positive_int
 from .structure import make_rule, value_params
@@ -139,8 +139,4 @@ def balanced_row_bounds(indptr: np.ndarray, parts: int) -> np.ndarray:
 
 def default_parts() -> int:
     """``8 x`` the cores this process may use: enough parts to balance any thread count up to it."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return PARTS_PER_CORE * max(cores, 1)
+    return PARTS_PER_CORE * max(usable_cores(), 1)
