@@ -315,12 +315,9 @@ _VERSIONED_PACKAGES = {"numpy": "numpy", "scipy": "scipy", "torch": "torch", "tv
 _THREAD_ENV = ("GOMP_SPINCOUNT", "TVM_THREAD_POOL_SPIN_COUNT", "OMP_NUM_THREADS", "TVM_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def environment_info(*, flush: bool = True, flush_bytes: int | None = None) -> dict:
-    """Provenance for a timing record: versions, CPU, threads, spin settings, flush.
-
-    Versions come from package metadata, so nothing heavy is imported; torch's thread count
-    and CUDA details are included only when torch is already imported.
-    """
+def package_versions() -> dict:
+    """Python's version and those of the packages timings depend on (None when not installed),
+    from package metadata, so nothing heavy is imported."""
     from importlib import metadata
 
     versions = {"python": platform.python_version()}
@@ -329,8 +326,17 @@ def environment_info(*, flush: bool = True, flush_bytes: int | None = None) -> d
             versions[key] = metadata.version(distribution)
         except metadata.PackageNotFoundError:
             versions[key] = None
+    return versions
+
+
+def environment_info(*, flush: bool = True, flush_bytes: int | None = None) -> dict:
+    """Provenance for a timing record: versions, CPU, threads, spin settings, flush.
+
+    Versions come from package metadata, so nothing heavy is imported; torch's thread count
+    and CUDA details are included only when torch is already imported.
+    """
     info = {
-        "versions": versions,
+        "versions": package_versions(),
         "platform": platform.platform(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),

@@ -263,20 +263,6 @@ def _check_feats(feats) -> list[int]:
     return list(dict.fromkeys(feats))
 
 
-def _versions() -> dict:
-    from importlib import metadata
-
-    import sparsetir
-
-    versions = {"sparsetir": sparsetir.__version__, "python": platform.python_version()}
-    for key, distribution in (("tvm", "apache-tvm"), ("tvm_ffi", "apache-tvm-ffi"), ("numpy", "numpy")):
-        try:
-            versions[key] = metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            versions[key] = None
-    return versions
-
-
 def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: int = DEFAULT_LIMIT,
                  hyb_formats: dict | None = None, knob_settings=None, hyb_settings: int | None = None,
                  seed: int = 0, timing: dict | None = None, baselines=None, time_limit_s: float | None = None,
@@ -293,9 +279,11 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
     import sparsetir
     from ..backend import device_of, normalize_target
     from ..bench.quick import load_matrix
+    from ..bench.timer import package_versions
     from ..formats import read_sparse_input
+    from .database import tuning_key
+    from .fingerprint import fingerprint
     from .shortlist import DEFAULT_HYB_SETTINGS, shortlist
-    from .tuner import problem
 
     datasets, feats = _check_datasets(datasets), _check_feats(feats)
     target = normalize_target(target)
@@ -337,6 +325,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                                     data=A.data, shape=np.asarray(A.shape, dtype=np.int64))
                 inputs[dataset] = {"file": f"inputs/{slug}.npz", "shape": list(A.shape), "nnz": int(A.nnz)}
                 matrix = read_sparse_input(A, canonical=True)
+                matrix_fingerprint = fingerprint(matrix)
                 extra = [hyb_formats[dataset]] if dataset in hyb_formats else []
                 for feat in feats:
                     case_started = time.perf_counter()
@@ -344,7 +333,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                                         hyb_settings=DEFAULT_HYB_SETTINGS if hyb_settings is None else hyb_settings)
                     if not configs:
                         raise ValueError(f"{dataset} feat {feat}: the candidate list is empty")
-                    key = problem("spmm", A, feat, target, "float32")[-1]
+                    key = tuning_key("spmm", matrix_fingerprint, feat, "float32", target)
                     candidates, new = [], 0
                     for index, config in enumerate(configs):
                         kernel = sparsetir.compile_spmm(A, feat, target=target, dtype="float32", **config)
@@ -365,7 +354,8 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
             "format": BUNDLE_FORMAT, "id": uuid.uuid4().hex[:12], "op": "spmm", "target": target, "device": device,
             "dtype": "float32", "seed": seed,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "build": {"host": platform.node(), "versions": _versions(), "seconds": None},
+            "build": {"host": platform.node(), "versions": {"sparsetir": sparsetir.__version__, **package_versions()},
+                      "seconds": None},
             "timing": dict(timing or DEFAULT_TIMING[device]),
             "time_limit_s": float(time_limit_s or DEFAULT_TIME_LIMIT_S[device]),
             "baselines": list(DEFAULT_BASELINES[device] if baselines is None else baselines),

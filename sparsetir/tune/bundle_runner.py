@@ -115,6 +115,7 @@ def run_case(bundle: Path, manifest: dict, case: dict, A, scratch: Path, bandwid
     from ..bench.case_runner import flops, status_of
     from ..bench.quick import OPS, Row, contender_rows, prepare, time_rows
     from ..bench.records import make_record
+    from .space import config_key
 
     device, feat = manifest["device"], case["feat"]
     spmm = OPS[manifest["op"]]
@@ -141,7 +142,7 @@ def run_case(bundle: Path, manifest: dict, case: dict, A, scratch: Path, bandwid
         record = make_record(
             experiment=EXPERIMENT, op=manifest["op"], device=device, dataset=case["dataset"], feat=feat,
             contender=row.contender, status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
-            shape=A.shape, nnz=int(A.nnz), variant=_config_text(candidate["config"]) if candidate else None,
+            shape=A.shape, nnz=int(A.nnz), variant=config_key(candidate["config"]) if candidate else None,
             times=times, min_bytes=bench_case.min_bytes, flops=flops(manifest["op"], int(A.nnz), feat),
             copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where)
         if candidate is not None:
@@ -149,10 +150,6 @@ def run_case(bundle: Path, manifest: dict, case: dict, A, scratch: Path, bandwid
                                    "tuning_key": case["tuning_key"], "library": candidate["library"]}
         records.append(record)
     return records
-
-
-def _config_text(config: dict) -> str:
-    return ",".join(f"{name}={config[name]}" for name in sorted(config))
 
 
 def failed_records(manifest: dict, case: dict, reason: str, where: dict) -> list[dict]:
@@ -200,11 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     block_compiler()
     bundle = Path(args.bundle).resolve()
-    manifest_path = bundle / "manifest.json"
-    if not manifest_path.exists():
-        print(f"[bundle-run] {manifest_path} not found", file=sys.stderr)
+    from .bundle import read_manifest
+
+    try:
+        manifest = read_manifest(bundle)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"[bundle-run] {error}", file=sys.stderr)
         return 2
-    manifest = json.loads(manifest_path.read_text())
     device = manifest["device"]
     os.environ.setdefault("SPARSETIR_TVM_RUNTIME_DIR", str(bundle / "lib"))
     from ..bench.quick import configure_threads
