@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from .database import TuningDatabase, key_hash, tuning_key
 from .fingerprint import fingerprint
-from .measure import TUNING_TIMING, Measurement, Measurer
+from .measure import Measurement, Measurer
 from .search import Search
 from .space import config_key, search_space
 
