@@ -48,7 +48,7 @@ class Measurer:
                  seed: int = 0):
         from ..bench.quick import OPS
 
-        self.op, self.matrix, self.feat, self.dtype, self.target = op, matrix, feat, dtype, target
+        self.matrix = matrix
         self.case = OPS[op].make_case(matrix, feat, np.random.default_rng(seed))
         self.kernel = OPS[op].sparsetir_kernel  # (A, *inputs, format=..., **knobs) -> run(), as the benchmark
         self.inputs = tuple(np.ascontiguousarray(x.astype(dtype)) for x in self.case.inputs)
