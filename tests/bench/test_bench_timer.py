@@ -1,11 +1,23 @@
 """The one timer: statistics, cache flush, warm-up and sampling plans, interleaving, CUDA logic."""
 
-import pytest
+import dataclasses
 
-from sparsetir.bench import timer
+import pytest
 from fake_cuda import FakeClock, FakeDevice, fake_kernel
 
-from sparsetir.bench.timer import Stats, sample_calls, time_cpu, time_cuda, time_interleaved, warmup_calls
+from sparsetir.timing import (
+    DEFAULT,
+    TUNING,
+    Stats,
+    TimingPolicy,
+    environment,
+    sample_calls,
+    time_cpu,
+    time_cuda,
+    time_interleaved,
+    timer,
+    warmup_calls,
+)
 
 
 def test_stats_summarise_known_samples():
@@ -135,8 +147,23 @@ def test_cuda_timer_without_cuda_raises_a_clear_error(monkeypatch):
 
 
 def test_environment_info_records_provenance():
-    info = timer.environment_info(flush=False)
+    info = environment.environment_info(flush=False)
     assert info["versions"]["numpy"] and info["versions"]["python"]
     assert "GOMP_SPINCOUNT" in info["env"] and "TVM_THREAD_POOL_SPIN_COUNT" in info["env"]
     assert info["flush"] is False and info["flush_bytes"] == 0
     assert info["cpu_count"] >= 1
+
+
+def test_a_policy_is_frozen_checked_and_replaced_field_by_field():
+    assert DEFAULT.samples == 100 and TUNING.samples == 15
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DEFAULT.samples = 3
+    assert DEFAULT.replace(samples=3).samples == 3 and DEFAULT.samples == 100
+    with pytest.raises(TypeError, match="unknown timing setting"):
+        DEFAULT.replace(sampels=3)
+    with pytest.raises(ValueError, match="samples"):
+        TimingPolicy(samples=0)
+    with pytest.raises(ValueError, match="max_time_s"):
+        TimingPolicy(max_time_s=-1.0)
+    assert TimingPolicy.from_mapping({"flush": False}).flush is False
+    assert TimingPolicy.from_mapping(TUNING) is TUNING

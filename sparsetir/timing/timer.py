@@ -11,27 +11,28 @@ GPU (``time_cuda``)
     A 256 MiB int8 buffer is ``zero_()``'d before every sample (H200 L2 is ~60 MB); every
     call is bracketed by a pair of CUDA events on the current stream.
 
-Both paths plan the same way (``warmup_calls``, ``sample_calls``): one cold call, a short
-probe to estimate the cost of a call, a warm-up of at least ``warmup_s`` seconds and
-``min_warmup`` calls, then ``samples`` timed calls, fewer only when ``max_time_s`` would be
-exceeded (never fewer than ``min_samples``).
+Both paths take their settings from one :class:`~sparsetir.timing.policy.TimingPolicy` and
+plan the same way (``warmup_calls``, ``sample_calls``): one cold call, a short probe to
+estimate the cost of a call, a warm-up of at least ``warmup_s`` seconds and ``min_warmup``
+calls, then ``samples`` timed calls, fewer only when ``max_time_s`` would be exceeded (never
+fewer than ``min_samples``).
+
+    stats = time_interleaved({"ours": run_a, "theirs": run_b}, TUNING)   # a preset
+    stats = time_cpu(run_a, samples=20)                                  # DEFAULT with a change
 """
 
 from __future__ import annotations
 
 import math
-import os
-import platform
 import random
-import sys
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..runtime.loader import usable_cores
+from .policy import DEFAULT, TimingPolicy
 
 DEFAULT_LLC_BYTES = 32 << 20  # used when sysfs does not say (the flush is then 64 MiB)
 CUDA_FLUSH_BYTES = 256 << 20
@@ -55,7 +56,7 @@ class Stats:
     n: int
 
     @classmethod
-    def from_samples(cls, samples: Sequence[float]) -> "Stats":
+    def from_samples(cls, samples: Sequence[float]) -> Stats:
         """Summarise ``samples`` (seconds); quantiles interpolate linearly, as numpy does."""
         values = np.asarray(samples, dtype=np.float64)
         if values.ndim != 1 or values.size == 0:
@@ -137,58 +138,32 @@ def flush_cpu_cache(buffer: np.ndarray) -> None:
     np.add(buffer, 1, out=buffer)
 
 
-def time_cpu(
-    fn: Callable[[], object],
-    *,
-    flush: bool = True,
-    flush_bytes: int | None = None,
-    warmup_s: float = 0.025,
-    min_warmup: int = 10,
-    samples: int = 100,
-    max_time_s: float | None = None,
-    min_samples: int = 10,
-) -> Stats:
-    """Time ``fn()`` on the CPU: cache flush before every sample, warm-up by time and count."""
-    return time_interleaved(
-        {"fn": fn},
-        flush=flush,
-        flush_bytes=flush_bytes,
-        warmup_s=warmup_s,
-        min_warmup=min_warmup,
-        samples=samples,
-        max_time_s=max_time_s,
-        min_samples=min_samples,
-    )["fn"]
+def time_cpu(fn: Callable[[], object], policy: TimingPolicy = DEFAULT, **changes) -> Stats:
+    """Time ``fn()`` on the CPU under ``policy`` (with ``changes`` applied, e.g. ``samples=20``)."""
+    return time_interleaved({"fn": fn}, policy, **changes)["fn"]
 
 
-def time_interleaved(
-    fns: Mapping[str, Callable[[], object]],
-    *,
-    flush: bool = True,
-    flush_bytes: int | None = None,
-    warmup_s: float = 0.025,
-    min_warmup: int = 10,
-    samples: int = 100,
-    max_time_s: float | None = None,
-    min_samples: int = 10,
-    seed: int = 0,
-) -> dict[str, Stats]:
+def time_interleaved(fns: Mapping[str, Callable[[], object]], policy: TimingPolicy = DEFAULT,
+                     **changes) -> dict[str, Stats]:
     """Time several callables round by round; each round calls each once, in a random order.
 
-    Every callable gets the same number of samples. ``max_time_s`` bounds the sampling phase
-    as a whole (all callables and flushes together), as estimated from the warm-up probe.
+    Before every timed call the cache is flushed (``policy.flush``). Every callable gets the
+    same number of samples. ``policy.max_time_s`` bounds the sampling phase as a whole (all
+    callables and flushes together), as estimated from the warm-up probe. ``changes`` are
+    fields of :class:`TimingPolicy` that override ``policy`` for this call.
     """
+    policy = policy.replace(**changes) if changes else policy
     if not fns:
         raise ValueError("time_interleaved needs at least one callable")
-    buffer = cpu_flush_buffer(flush_bytes) if flush else None
+    buffer = cpu_flush_buffer(policy.flush_bytes) if policy.flush else None
     flush_s = _probe_flush_seconds(buffer)
 
-    per_call_s = {name: _warm_up_cpu(fn, buffer, warmup_s, min_warmup) for name, fn in fns.items()}
+    per_call_s = {name: _warm_up_cpu(fn, buffer, policy.warmup_s, policy.min_warmup) for name, fn in fns.items()}
     per_round_s = sum(per_call_s.values()) + len(fns) * flush_s
-    rounds = sample_calls(per_round_s, samples, max_time_s, min_samples)
+    rounds = sample_calls(per_round_s, policy.samples, policy.max_time_s, policy.min_samples)
 
     order = list(fns)
-    rng = random.Random(seed)
+    rng = random.Random(policy.seed)
     timings: dict[str, list[float]] = {name: [] for name in fns}
     clock = time.perf_counter_ns
     for _ in range(rounds):
@@ -235,7 +210,7 @@ class TorchCudaDevice:
 
     def __init__(self):
         try:
-            import torch
+            import torch  # noqa: PLC0415 - the GPU timer only; CPU timing never loads torch
         except ImportError as error:
             raise RuntimeError(f"time_cuda needs a CUDA GPU through torch, and torch is not importable: {error}") from None
         if not torch.cuda.is_available():
@@ -262,29 +237,22 @@ class TorchCudaDevice:
 _torch_cuda_device: TorchCudaDevice | None = None
 
 
-def time_cuda(
-    fn: Callable[[], object],
-    *,
-    flush_bytes: int = CUDA_FLUSH_BYTES,
-    warmup_s: float = 0.025,
-    min_warmup: int = 10,
-    samples: int = 100,
-    max_time_s: float | None = None,
-    min_samples: int = 10,
-    device=None,
-) -> Stats:
+def time_cuda(fn: Callable[[], object], policy: TimingPolicy = DEFAULT, *, device=None, **changes) -> Stats:
     """Time ``fn()`` on the GPU with CUDA events, zeroing an L2 flush buffer before each sample.
 
-    ``device`` is for tests: any object with ``event()`` (``record()``, ``elapsed_time(end)``
-    in ms), ``synchronize()`` and ``flush_buffer(nbytes)`` (``zero_()``). By default it is the
-    process's ``TorchCudaDevice``; that raises ``RuntimeError`` when CUDA is unavailable.
+    ``policy.flush_bytes`` defaults to ``CUDA_FLUSH_BYTES``; ``policy.flush`` is ignored (the
+    GPU timing rules always flush). ``device`` is for tests: any object with ``event()``
+    (``record()``, ``elapsed_time(end)`` in ms), ``synchronize()`` and ``flush_buffer(nbytes)``
+    (``zero_()``). By default it is the process's ``TorchCudaDevice``; that raises
+    ``RuntimeError`` when CUDA is unavailable.
     """
+    policy = policy.replace(**changes) if changes else policy
     global _torch_cuda_device
     if device is None:
         if _torch_cuda_device is None:
             _torch_cuda_device = TorchCudaDevice()
         device = _torch_cuda_device
-    flush = device.flush_buffer(flush_bytes)
+    flush = device.flush_buffer(policy.flush_bytes or CUDA_FLUSH_BYTES)
 
     fn()
     device.synchronize()
@@ -297,9 +265,10 @@ def time_cuda(
     device.synchronize()
     per_sample_s = start.elapsed_time(end) * 1e-3 / PROBE_CALLS  # includes the flush
 
-    for _ in range(warmup_calls(per_sample_s, warmup_s, min_warmup)):
+    for _ in range(warmup_calls(per_sample_s, policy.warmup_s, policy.min_warmup)):
         fn()
-    pairs = [(device.event(), device.event()) for _ in range(sample_calls(per_sample_s, samples, max_time_s, min_samples))]
+    pairs = [(device.event(), device.event()) for _ in range(sample_calls(per_sample_s, policy.samples, policy.max_time_s,
+                                                                      policy.min_samples))]
     for begin, finish in pairs:
         flush.zero_()
         begin.record()
@@ -307,60 +276,3 @@ def time_cuda(
         finish.record()
     device.synchronize()
     return Stats.from_samples([begin.elapsed_time(finish) * 1e-3 for begin, finish in pairs])
-
-
-# ---------------------------------------------------------------- provenance
-
-_VERSIONED_PACKAGES = {"numpy": "numpy", "scipy": "scipy", "torch": "torch", "tvm": "apache-tvm", "tvm_ffi": "apache-tvm-ffi"}
-_THREAD_ENV = ("GOMP_SPINCOUNT", "TVM_THREAD_POOL_SPIN_COUNT", "OMP_NUM_THREADS", "TVM_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def package_versions() -> dict:
-    """Python's version and those of the packages timings depend on (None when not installed),
-    from package metadata, so nothing heavy is imported."""
-    from importlib import metadata
-
-    versions = {"python": platform.python_version()}
-    for key, distribution in _VERSIONED_PACKAGES.items():
-        try:
-            versions[key] = metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            versions[key] = None
-    return versions
-
-
-def environment_info(*, flush: bool = True, flush_bytes: int | None = None) -> dict:
-    """Provenance for a timing record: versions, CPU, threads, spin settings, flush.
-
-    Versions come from package metadata, so nothing heavy is imported; torch's thread count
-    and CUDA details are included only when torch is already imported.
-    """
-    info = {
-        "versions": package_versions(),
-        "platform": platform.platform(),
-        "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "usable_cpus": usable_cores(),
-        "llc_bytes": llc_bytes(),
-        "env": {name: os.environ.get(name) for name in _THREAD_ENV},
-        "flush": flush,
-        "flush_bytes": (default_flush_bytes() if flush_bytes is None else int(flush_bytes)) if flush else 0,
-        "timer": "time.perf_counter_ns",
-    }
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        info["torch_threads"] = torch.get_num_threads()
-        info["versions"]["cuda"] = torch.version.cuda
-        if torch.cuda.is_available():
-            info["gpu"] = torch.cuda.get_device_name()
-    return info
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
