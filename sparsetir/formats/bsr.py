@@ -13,11 +13,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .csr import CSRMatrix
 from ..ir import dense_fixed, sparse_variable
-from .structure import make_rule, value_params
 from ..runtime.validate import entry_rows
-from .slots import PADDING, Format, SlotArray, SlotMatrix, exclusive_cumsum, index_dtype_for, positive_int
+from .base import Field, Format
+from .matrix import CSRMatrix
+from .registry import register_format
+from .slots import PADDING, SlotArray, SlotMatrix, exclusive_cumsum, index_dtype_for
+from .structure import make_rule, value_params
+
+TUNING_BLOCKS = (4, 8, 16)
+TUNING_MIN_FILL = 0.25  # a block size is a candidate when its blocks are at least this full on average
 
 
 @dataclass
@@ -85,10 +90,7 @@ class BSRMatrix(BlockMatrix):
 class BlockFormat(Format):
     """What BSR and DBSR share: one parameter, the block size (>= 1), and the block structure."""
 
-    param_names = ("block",)
-
-    def __init__(self, block):
-        self.block = positive_int(block, owner=type(self).__name__, name="block")
+    fields = (Field("block", default=16),)
 
     def block_rows_axis(self, source):
         """The axis of block rows (its name is ``I_<format name>``)."""
@@ -120,10 +122,12 @@ class BlockFormat(Format):
                 "nb": matrix.padded_shape[1] // b, "nnzb": int(matrix.indices.shape[0])}
 
 
+@register_format
 class BSR(BlockFormat):
     """Block sparse rows with ``block x block`` blocks; a shape the block does not divide is padded."""
 
     name = "bsr"
+    tuning_order = 40
 
     def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str) -> BSRMatrix:
         blocks = block_slots(canonical, values, self.block, index_dtype)
@@ -136,3 +140,16 @@ class BSR(BlockFormat):
 
     def block_rows_axis(self, source):
         return dense_fixed("I_bsr", source.size("mb"), idtype=source.idtype)
+
+    @classmethod
+    def tuning_candidates(cls, matrix, op: str, device: str) -> list[str]:
+        """The block sizes of ``TUNING_BLOCKS`` whose blocks are on average ``TUNING_MIN_FILL`` full."""
+        n = matrix.shape[1]
+        rows = entry_rows(matrix.indptr)
+        cols = np.asarray(matrix.indices, dtype=np.int64)
+        choices = []
+        for block in TUNING_BLOCKS:
+            blocks = np.unique((rows // block) * (n // block + 1) + cols // block).size
+            if blocks and matrix.nnz / (blocks * block * block) >= TUNING_MIN_FILL:
+                choices.append(f"bsr:{block}")
+        return choices

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bsr import BlockFormat, BlockMatrix, block_slots
-from .csr import CSRMatrix
 from ..ir import sparse_fixed
+from .bsr import BlockFormat, BlockMatrix, block_slots
+from .matrix import CSRMatrix
+from .registry import register_format
 from .slots import exclusive_cumsum
 
 
@@ -36,10 +37,12 @@ class DBSRMatrix(BlockMatrix):
         return np.repeat(self.rows.astype(np.int64), np.diff(self.indptr))
 
 
+@register_format
 class DBSR(BlockFormat):
     """BSR that stores only the non-empty block rows, with their ids in ``rows``."""
 
     name = "dbsr"
+    ops = ("spmm",)
 
     def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str) -> DBSRMatrix:
         blocks = block_slots(canonical, values, self.block, index_dtype)

@@ -12,11 +12,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .csr import CSRMatrix, read_sparse_input
 from ..ir import sparse_fixed, sparse_variable
-from .structure import make_rule, value_params
 from ..runtime.validate import entry_rows
-from .slots import PADDING, Format, SlotArray, SlotMatrix, index_dtype_for, positive_int
+from .base import Field, Format
+from .matrix import CSRMatrix, read_sparse_input
+from .registry import register_format
+from .slots import PADDING, SlotArray, SlotMatrix, index_dtype_for
+from .structure import make_rule, value_params
+
+TUNING_QUANTILES = (0.5, 0.9)  # capped ELL widths the tuner tries: these degree quantiles
 
 
 @dataclass
@@ -45,16 +49,15 @@ class ELLMatrix(SlotMatrix):
         }
 
 
+@register_format
 class ELL(Format):
     """ELL with ``width`` slots per row; ``None`` means the maximum degree (at least 1)."""
 
     name = "ell"
-    param_names = ("width",)
+    fields = (Field("width", default=None),)
+    tuning_order = 20
 
-    def __init__(self, width=None):
-        self.width = None if width is None else positive_int(width, owner="ELL", name="width")
-
-    def resolve(self, A) -> "ELL":
+    def resolve(self, A) -> ELL:
         """``ELL(width)`` with the maximum degree of ``A`` filled in (unchanged when already set)."""
         if self.width is not None:
             return self
@@ -115,6 +118,19 @@ class ELL(Format):
     def sizes(self, matrix: ELLMatrix) -> dict:
         return {"m": matrix.shape[0], "n": matrix.shape[1], "nnz_rem": matrix.remainder.nnz}
 
+    @classmethod
+    def tuning_candidates(cls, matrix, op: str, device: str) -> list[str]:
+        """Widths at the degree quantiles ``TUNING_QUANTILES``, rounded up to powers of two."""
+        return [f"ell:{width}" for width in degree_quantile_widths(matrix)]
+
+
+
+def degree_quantile_widths(matrix, quantiles=TUNING_QUANTILES) -> list[int]:
+    """Capped widths: each degree quantile rounded up to a power of two, at most the maximum degree."""
+    degrees = np.diff(np.asarray(matrix.indptr, dtype=np.int64))
+    top = int(degrees.max(initial=0))
+    widths = {min(1 << max(0, int(np.ceil(np.quantile(degrees, q))) - 1).bit_length(), top) for q in quantiles}
+    return sorted(widths - {0}) if degrees.size else []
 
 
 def max_degree(indptr: np.ndarray) -> int:

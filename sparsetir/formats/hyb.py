@@ -1,6 +1,6 @@
 """hyb(c, buckets): column partitions, each an ELL per bucket width (the SparseTIR artifact's format).
 
-The conversion, exactly as DESIGN.md describes it:
+The conversion, exactly as the SparseTIR artifact does it:
 
 1. Split the columns into ``c`` parts of equal width: ``part(j) = j // ceil(n / c)``.
 2. For each (row, part) take the degree ``d`` and put the row's entries of that part into the
@@ -25,14 +25,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .csr import CSRMatrix, read_sparse_input
 from ..ir import dense_variable, sparse_fixed
-from .structure import make_rule, value_params
 from ..runtime.validate import entry_rows
-from .slots import (PADDING, Format, SlotArray, SlotMatrix, exclusive_cumsum, index_dtype_for,
-                    positive_int)
+from .base import Field, Format, positive_int
+from .matrix import CSRMatrix, read_sparse_input
+from .registry import register_format
+from .slots import PADDING, SlotArray, SlotMatrix, exclusive_cumsum, index_dtype_for
+from .structure import make_rule, value_params
 
 MAX_DEFAULT_BUCKET = 512
+TUNING_COL_PARTS = (1, 2, 4, 8, 16)
+TUNING_MAX_WIDTHS = (4, 16, 64, 256, 512)  # the largest bucket; the buckets are 1, 2, 4, ..., that width
+TUNING_MAX_SUB_FORMATS = 48  # hyb candidates have at most this many (part, bucket) sub-kernels (compile time)
+ATOMIC_WRITE = 2.0  # cost of an atomic row write, in plain row accesses (row_access_cost)
 # Buckets are views of one flat buffer per array; starting each at a multiple of 16 slots keeps
 # them 16-byte aligned (the alignment kernels declare, see runtime.marshal) for every dtype.
 ALIGN_SLOTS = 16
@@ -84,6 +89,7 @@ class HybMatrix(SlotMatrix):
         }
 
 
+@register_format
 class Hyb(Format):
     """hyb with ``col_parts`` column parts and ELL buckets of the given widths.
 
@@ -92,13 +98,11 @@ class Hyb(Format):
     """
 
     name = "hyb"
-    param_names = ("col_parts", "buckets")
+    fields = (Field("col_parts", default=1), Field("buckets", "ints", default=None, item="bucket width",
+                                                            check=lambda widths: checked_buckets(widths)))
+    tuning_order = 30
 
-    def __init__(self, col_parts=1, buckets=None):
-        self.col_parts = positive_int(col_parts, owner="Hyb", name="col_parts")
-        self.buckets = None if buckets is None else checked_buckets(buckets)
-
-    def resolve(self, A) -> "Hyb":
+    def resolve(self, A) -> Hyb:
         """This format with the default buckets of ``A`` filled in (unchanged when already explicit)."""
         if self.buckets is not None:
             return self
@@ -254,6 +258,48 @@ class Hyb(Format):
             sizes[f"uniq_{suffix}"] = int(bucket.unique_rows.shape[0])
         return sizes
 
+    @classmethod
+    def tuning_candidates(cls, matrix, op: str, device: str) -> list[str]:
+        """Column parts ``TUNING_COL_PARTS`` x buckets ``1, 2, 4, ...`` up to each width of
+        ``TUNING_MAX_WIDTHS`` (and the maximum degree's power of two), at most
+        ``TUNING_MAX_SUB_FORMATS`` sub-kernels each."""
+        degrees = np.diff(np.asarray(matrix.indptr, dtype=np.int64))
+        top = min(1 << max(0, int(degrees.max(initial=0)) - 1).bit_length(), MAX_DEFAULT_BUCKET)
+        max_widths = sorted({w for w in TUNING_MAX_WIDTHS if w <= top} | {top})
+        choices = []
+        for parts in TUNING_COL_PARTS:
+            if parts > max(matrix.shape[1], 1):
+                continue
+            for width in max_widths:
+                buckets = [1 << k for k in range(width.bit_length()) if 1 << k <= width]
+                if parts * len(buckets) <= TUNING_MAX_SUB_FORMATS:
+                    choices.append(f"hyb:{parts}:{','.join(map(str, buckets))}")
+        return choices
+
+    def row_access_cost(self, matrix) -> float:
+        """Row accesses on ``matrix`` (a canonical CSRMatrix): padded slots read plus ELL rows
+        written, atomic writes weighted by ``ATOMIC_WRITE``.
+
+        A (row, column part) segment of degree ``d`` reads the smallest bucket width ``>= d``
+        slots and writes once; past the largest width ``w`` it becomes ``ceil(d / w)`` ELL rows
+        of ``w`` slots, each written with an atomic. With more than one column part every write
+        is atomic.
+        """
+        fmt = self.resolve(matrix)
+        widths = np.asarray(fmt.buckets, dtype=np.int64)
+        degrees = RowPartSegments.of(matrix, fmt.col_parts).lengths
+        largest = widths[-1]
+        fits = degrees <= largest
+        pieces = -(-degrees // largest)
+        slots = np.where(fits, widths[np.minimum(np.searchsorted(widths, degrees), len(widths) - 1)], pieces * largest)
+        atomic_pieces = pieces.sum() if fmt.col_parts > 1 else pieces[~fits].sum()
+        writes = pieces.sum() - atomic_pieces + ATOMIC_WRITE * atomic_pieces
+        return float(slots.sum() + writes)
+
+    def cost_group(self):
+        """Short lists take the best setting of each column-part count first."""
+        return self.col_parts
+
 
 
 @dataclass
@@ -273,7 +319,7 @@ class RowPartSegments:
         return int(self.lengths.max(initial=0))
 
     @classmethod
-    def of(cls, canonical: CSRMatrix, col_parts: int) -> "RowPartSegments":
+    def of(cls, canonical: CSRMatrix, col_parts: int) -> RowPartSegments:
         indptr = canonical.indptr.astype(np.int64, copy=False)
         nnz = canonical.nnz
         if col_parts == 1 or nnz == 0:

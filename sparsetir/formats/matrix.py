@@ -1,7 +1,8 @@
-"""CSR: the reference format. Its Stage I structure and its host-side conversion.
+"""The input every format converts from: a validated CSR matrix in the dtypes a kernel uses.
 
-Stage I structure: ``I = dense_fixed(m)``, ``J = sparse_variable(I, n, nnz)``
-with metadata ``J_indptr`` and ``J_indices``.
+``read_sparse_input`` accepts scipy sparse matrices, torch sparse CSR/COO tensors and
+``CSRMatrix``; it checks the structure once (``runtime.validate``) and, when asked, makes it
+canonical (rows sorted, duplicates summed, explicit zeros kept).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def read_sparse_input(A, *, canonical: bool = False) -> CSRMatrix:
 
 
 def _torch_csr_arrays(A):
-    import torch
+    import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
 
     if A.layout == torch.sparse_coo:
         A = A.coalesce().to_sparse_csr()
@@ -104,46 +105,3 @@ def cast_values(values: np.ndarray, dtype: str, *, name: str = "A") -> np.ndarra
     if not np.can_cast(values.dtype, dtype, casting="same_kind"):
         raise TypeError(f"{name} has dtype {values.dtype}, which cannot be cast to {dtype}")
     return values.astype(dtype)
-
-
-class CSR:
-    """Compressed sparse rows."""
-
-    name = "csr"
-
-    def structure_key(self) -> tuple:
-        return (self.name,)
-
-    def convert(self, A, *, dtype: str, index_dtype: str, canonical: bool = False) -> CSRMatrix:
-        """Host arrays of ``A`` with values in ``dtype`` and indices in ``index_dtype``."""
-        matrix = A if isinstance(A, CSRMatrix) else read_sparse_input(A, canonical=canonical)
-        return CSRMatrix(
-            matrix.shape,
-            matrix.indptr.astype(index_dtype, copy=False),
-            matrix.indices.astype(index_dtype, copy=False),
-            cast_values(matrix.values, dtype),
-        )
-
-    def resolve(self, A) -> "CSR":
-        return self
-
-    def rows_disjoint(self) -> bool:
-        return False
-
-    def rewrite_rules(self, source, device: str) -> list:
-        """None: ops are written over CSR, so CSR needs no rewriting."""
-        return []
-
-    def slot_keys(self, device: str = "cpu") -> list:
-        return []
-
-    def bind(self, matrix: CSRMatrix, value_buffers, device: str = "cpu") -> dict:
-        """Kernel parameters for the structure (and values) of ``matrix``."""
-        return {"J_indptr": matrix.indptr, "J_indices": matrix.indices,
-                **{name: matrix.values for name in value_buffers}}
-
-    def sizes(self, matrix: CSRMatrix) -> dict:
-        return {"m": matrix.shape[0], "n": matrix.shape[1], "nnz": matrix.nnz}
-
-    def __repr__(self) -> str:
-        return "CSR()"

@@ -25,13 +25,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import dense_fixed, sparse_variable
-from .csr import CSRMatrix
 from ..runtime.loader import usable_cores
 from ..runtime.validate import entry_rows
-from .slots import Format, SlotArray, SlotMatrix, index_dtype_for, positive_int
+from .base import Field, Format
+from .matrix import CSRMatrix
+from .registry import register_format
+from .slots import SlotArray, SlotMatrix, index_dtype_for
 from .structure import make_rule, value_params
 
 PARTS_PER_CORE = 8
+TUNING_PARTS_PER_CORE = (1, 8)  # nnz-balanced row parts: any multiple of the thread count balances alike
 
 
 @dataclass
@@ -60,6 +63,7 @@ class RCSRMatrix(SlotMatrix):
         return {"rcsr": SlotArray(entry_rows(self.indptr), self.indices, self.values, self.csr_position)}
 
 
+@register_format
 class RCSR(Format):
     """Row-partitioned CSR with ``parts`` contiguous row ranges of about equal non-zeros.
 
@@ -69,12 +73,10 @@ class RCSR(Format):
     """
 
     name = "rcsr"
-    param_names = ("parts",)
+    fields = (Field("parts", default=None),)
+    tuning_order = 10
 
-    def __init__(self, parts=None):
-        self.parts = None if parts is None else positive_int(parts, owner="RCSR", name="parts")
-
-    def resolve(self, A) -> "RCSR":
+    def resolve(self, A) -> RCSR:
         return self if self.parts is not None else RCSR(default_parts())
 
     def structure_key(self) -> tuple:
@@ -124,6 +126,11 @@ class RCSR(Format):
 
     def sizes(self, matrix: RCSRMatrix) -> dict:
         return {"m": matrix.shape[0], "n": matrix.shape[1], "nnz": matrix.nnz, "parts_rcsr": matrix.parts}
+
+    @classmethod
+    def tuning_candidates(cls, matrix, op: str, device: str) -> list[str]:
+        """One and eight parts per usable core."""
+        return [f"rcsr:{k * usable_cores()}" for k in TUNING_PARTS_PER_CORE]
 
 
 def balanced_row_bounds(indptr: np.ndarray, parts: int) -> np.ndarray:

@@ -9,82 +9,14 @@ kernel's per-slot results back in CSR order (``scatter_to_csr``, used by SDDMM).
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from .csr import CSRMatrix, cast_values, choose_index_dtype, read_sparse_input
+from .matrix import choose_index_dtype
 
 PADDING = -1
-
-
-def positive_int(value, *, owner: str, name: str) -> int:
-    """``value`` as an int >= 1; a ValueError naming ``owner``'s parameter otherwise."""
-    if isinstance(value, bool):
-        raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{owner}: {name} must be an integer >= 1, got {value!r}") from None
-    if number < 1:
-        raise ValueError(f"{owner}: {name} must be >= 1, got {number}")
-    return number
-
-
-class Format:
-    """Base of the format objects: parameters, equality, ``structure_key`` and the conversion frame.
-
-    A subclass sets ``name`` and ``param_names``, stores its validated parameters under those
-    names and builds its matrix from canonical input in ``_build``.
-    """
-
-    name = ""
-    param_names: tuple = ()
-
-    def params(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.param_names)
-
-    def structure_key(self) -> tuple:
-        """Everything that changes the compiled kernel (not the matrix sizes).
-
-        A parameter left as ``None`` depends on the matrix, so there is no key until ``resolve(A)``.
-        """
-        unresolved = [name for name, value in zip(self.param_names, self.params()) if value is None]
-        if unresolved:
-            raise ValueError(
-                f"{self!r}: {', '.join(unresolved)} depend(s) on the matrix; "
-                "call fmt.resolve(A) before asking for a structure key"
-            )
-        return (self.name, *self.params())
-
-    def resolve(self, A) -> "Format":
-        """This format with every matrix-dependent parameter filled in from ``A`` (self when there is none)."""
-        return self
-
-    def rows_disjoint(self) -> bool:
-        """Whether the sub-formats write disjoint output rows (then one parallel region is race-free)."""
-        return False
-
-    def convert(self, A, *, dtype: str = "float32", index_dtype: str = "int32"):
-        """Host arrays of ``A`` (scipy sparse, torch sparse or ``CSRMatrix``) in this format."""
-        canonical = read_sparse_input(A, canonical=True)
-        values = cast_values(canonical.values, dtype)
-        return self._build(canonical, values, index_dtype)
-
-    def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str):
-        raise NotImplementedError
-
-    def __eq__(self, other) -> bool:
-        return type(other) is type(self) and other.params() == self.params()
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self.params()))
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{name}={value!r}" for name, value in zip(self.param_names, self.params()))
-        return f"{type(self).__name__}({args})"
 
 
 def index_dtype_for(index_dtype: str, *extents: int) -> np.dtype:

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .csr import CSRMatrix
 from ..ir import dense_fixed, dense_variable, sparse_fixed
-from .structure import make_rule, value_params
 from ..runtime.validate import entry_rows
-from .slots import (PADDING, Format, SlotArray, SlotMatrix, exclusive_cumsum, index_dtype_for,
-                    positive_int, rank_in_segment)
+from .base import Field, Format
+from .matrix import CSRMatrix
+from .registry import register_format
+from .slots import PADDING, SlotArray, SlotMatrix, exclusive_cumsum, index_dtype_for, rank_in_segment
+from .structure import make_rule, value_params
 
 
 @dataclass
@@ -47,15 +48,13 @@ class SRBCRSMatrix(SlotMatrix):
         return {"groups": SlotArray(rows, self.indices[:, :, None], self.values, self.csr_position)}
 
 
+@register_format
 class SRBCRS(Format):
     """Row tiles of ``t`` rows; each tile's distinct columns in groups of ``g``."""
 
     name = "srbcrs"
-    param_names = ("t", "g")
-
-    def __init__(self, t, g):
-        self.t = positive_int(t, owner="SRBCRS", name="t (rows per tile)")
-        self.g = positive_int(g, owner="SRBCRS", name="g (columns per group)")
+    fields = (Field("t", doc="rows per tile"), Field("g", doc="columns per group"))
+    ops = ("spmm",)
 
     def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str) -> SRBCRSMatrix:
         t, g = self.t, self.g

@@ -13,6 +13,8 @@ from sparsetir.formats import BSR, CSR, DBSR, ELL, SRBCRS, Hyb, parse_format
     ("ell", ELL()),
     ("ell:32", ELL(32)),
     ("bsr:16", BSR(16)),
+    ("bsr", BSR(16)),  # the block defaults to 16 everywhere a format string is read
+    ("dbsr", DBSR(16)),
     ("dbsr:16", DBSR(16)),
     ("srbcrs:8:16", SRBCRS(8, 16)),
     ("hyb", Hyb()),
@@ -38,7 +40,6 @@ def test_auto_is_resolved_by_the_ops_not_by_parse_format():
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("bsr", "missing block"),
     ("srbcrs:8", "missing g"),
     ("ell:32:2", "extra field"),
     ("csr:1", "extra field"),
@@ -58,7 +59,7 @@ def test_auto_is_resolved_by_the_ops_not_by_parse_format():
     ("hyb:1:4,2", "strictly increasing"),
     ("hyb:1:2,2", "strictly increasing"),
     ("hyb:1:0,2", "bucket width must be >= 1"),
-    ("coo", "unknown format 'coo'"),
+    ("nosuch", "unknown format 'nosuch'"),
     ("", "unknown format"),
     ("auto:3", "takes no fields"),
 ])
