@@ -1,6 +1,24 @@
-"""User-level ops, each a few lines composing IR, formats, transforms, schedules and the backend."""
+"""User-level ops, each a few lines composing IR, formats, transforms, schedules and the backend.
 
-from .sddmm import compile_sddmm, sddmm, sddmm_function
-from .spmm import compile_spmm, spmm, spmm_function
+Every module in this folder is imported here; an op module registers an
+:class:`~sparsetir.ops.registry.OpSpec` (``register_op``), and this package re-exports the
+names in that module's ``__all__``. So a new op needs no edit here.
+"""
 
-__all__ = ["compile_sddmm", "compile_spmm", "sddmm", "sddmm_function", "spmm", "spmm_function"]
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from .registry import OpSpec, get_op, op_names, register_op
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+_EXPORTS = []
+for _op in op_names():
+    _op_module = importlib.import_module(get_op(_op).call.__module__)
+    for _name in _op_module.__all__:
+        globals()[_name] = getattr(_op_module, _name)
+        _EXPORTS.append(_name)
+
+__all__ = ["OpSpec", "get_op", "op_names", "register_op", *_EXPORTS]

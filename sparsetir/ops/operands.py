@@ -6,23 +6,45 @@ import json
 import time
 from dataclasses import dataclass
 
-
 import numpy as np
 
+from .. import hooks
 from ..backend import build, device_of, normalize_target
 from ..backend.cache import index_lookup, index_store
+from ..formats import parse_format, read_sparse_input, registered_formats
+from ..formats.matrix import choose_index_dtype
 from ..ir import dense_fixed, size_vars, sparse_variable
 from ..runtime.function import CompiledFunction
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
 from ..runtime.slot_layout import SlotLayout
 from ..runtime.validate import dtype_name
+from ..schedule.knobs import Knob, boolean, knob, optional_boolean, register_knob, split_knobs
 from ..transform import format_decompose, horizontal_fuse
+from .registry import get_op
 
 DEVICE_DTYPES = {"cpu": ("float32", "float64"), "cuda": ("float16", "float32", "float64")}
-# knobs the ops consume themselves; the rest go to the schedule template
-FORMAT_KNOBS = ("horizontal_fuse", "specialize", "sparse_fuse")
 _compiled: dict[tuple, object] = {}
+
+
+def _fusable(value, fmt, device: str) -> bool:
+    """horizontal_fuse=True needs several sub-formats, and on the CPU ones that write disjoint rows."""
+    if not value:
+        return True
+    try:
+        return fmt.sub_format_count() > 1 and (device != "cpu" or fmt.rows_disjoint())
+    except ValueError:  # a format whose parameters depend on the matrix: decided when compiling
+        return True
+
+
+# The knobs the ops consume themselves (scope "op"); the rest go to the schedule template.
+register_knob(Knob("horizontal_fuse", ("cpu", "cuda"), None, (None, True), optional_boolean("horizontal_fuse"),
+                   "run a format's sub-formats as one loop (None: on CUDA, one launch)", scope="op",
+                   requires=_fusable, requirement="it needs a format with several sub-formats, and on the CPU "
+                   "sub-formats that write disjoint rows (else one parallel region would race; use "
+                   "horizontal_fuse=False: they then run one after another)"))
+register_knob(Knob("specialize", ("cpu", "cuda"), False, (False, True), boolean("specialize"),
+                   "compile the matrix's sizes as constants (one kernel per matrix)", scope="op"))
 
 
 def check_dense_operand(array, name: str, *, ndim: int = 2) -> str:
@@ -90,7 +112,7 @@ def compiled_function(op: str, make_function, fmt, feat: int, dtype: str, idtype
         if library is not None:
             _compiled[key] = CompiledFunction(library)
         else:
-            schedule_knobs = {k: v for k, v in knobs.items() if k not in FORMAT_KNOBS}
+            schedule_knobs = split_knobs(device_of(target), knobs)[1]
             func = make_function()
             specialized = {v.name: bound[v.name] for v in func.size_vars if v.name in bound} if bound else None
             _compiled[key] = build(func, target, specialize=specialized, **schedule_knobs)
@@ -132,9 +154,6 @@ class PreparedMatrix:
 
 def prepare_matrix(A, feat, *, format, target, dtype, index_dtype, canonical: bool = False) -> PreparedMatrix:
     """Check ``feat`` and the target, validate A, pick dtypes and convert A to its format (timed)."""
-    from ..formats import read_sparse_input
-    from ..formats.csr import choose_index_dtype
-
     feat = check_feat(feat)
     target, device = target_and_device(target)
     started = time.perf_counter()
@@ -179,13 +198,40 @@ def make_kernel(op: str, make_function, prepared: PreparedMatrix, *, knobs, inpu
 
 
 def tuned_format(op: str, A, feat, format, target, dtype, knobs: dict) -> tuple:
-    """``format="auto"``: the tuned configuration's format and knobs (explicit knobs win); else as given."""
+    """``format="auto"``: the format and knobs the registered resolver (``sparsetir.tune``) gives
+    (explicit knobs win); any other format is returned as given."""
     if not (isinstance(format, str) and format.strip().lower() == "auto"):
         return format, knobs
-    from ..tune import auto_config
-
-    config = auto_config(op, A, feat, target=target, dtype=dtype)
+    config = hooks.format_resolver()(op, A, feat, target=target, dtype=dtype)
+    if not isinstance(config, dict) or not isinstance(config.get("format"), str):
+        raise ValueError(f"format='auto': the tuner's configuration for {op} has no format: {config!r}")
     return config["format"], {**{k: v for k, v in config.items() if k != "format"}, **knobs}
+
+
+def prepare_op(op: str, A, feat, *, format, target, dtype, index_dtype, knobs: dict, canonical: bool = False):
+    """What every ``compile_<op>`` does first: ``format="auto"`` resolved, the format checked to
+    support ``op`` (before converting A), A validated and converted (timed), and the knobs
+    checked with the op's own defaults filled in; returns ``(PreparedMatrix, knobs)``."""
+    format, knobs = tuned_format(op, A, feat, format, target, dtype, knobs)
+    fmt = parse_format(format)
+    if not fmt.supports(op):
+        formats = ", ".join(cls.name for cls in registered_formats() if cls.supports(op))
+        raise ValueError(f"{op} does not run in the format {format!r}; it runs in {formats}")
+    prepared = prepare_matrix(A, feat, format=fmt, target=target, dtype=dtype, index_dtype=index_dtype,
+                              canonical=canonical)
+    knobs = check_op_knobs({**get_op(op).default_knobs(prepared.device), **knobs}, prepared.fmt, prepared.device)
+    return prepared, knobs
+
+
+def check_op_knobs(knobs: dict, fmt, device: str) -> dict:
+    """The op-scope knobs in ``knobs`` checked, each also against the format it needs (ValueError)."""
+    op_knobs, _ = split_knobs(device, knobs)
+    for name, value in op_knobs.items():
+        declared = knob(device, name)
+        declared.check(value)
+        if not declared.allows(value, fmt, device):
+            raise ValueError(f"{name}={value!r} cannot build in {fmt!r} on {device}: {declared.requirement}")
+    return knobs
 
 
 def target_and_device(target) -> tuple[dict, str]:
@@ -195,8 +241,6 @@ def target_and_device(target) -> tuple[dict, str]:
 
 def resolved_format(fmt, matrix):
     """A format with its matrix-dependent parameters (ELL width, hyb buckets) filled in."""
-    from ..formats import parse_format
-
     return parse_format(fmt).resolve(matrix)
 
 

@@ -4,7 +4,8 @@ Stage I over CSR: ``C[i, j] += A[i, j] * X[i, k] * Y[j, k]`` over ``[I, J, K]`` 
 kinds "SSR". With the knob ``sparse_fuse`` (default: on CUDA), ``sparse_fuse(I, J)`` makes it
 one parallel loop over the non-zeros, each finding its row by binary search; without it (the
 CPU default) rows run in parallel, each over its own non-zeros, and the CPU template
-vectorises the ``k`` reduction (knob ``reduce_lanes``). Other formats rewrite it with
+vectorises the ``k`` reduction (knob ``reduce_lanes``). On the CPU it prefetches Y's rows 16
+non-zeros ahead unless the knob ``prefetch`` says otherwise. Other formats rewrite it with
 ``format_decompose``; each sub-format writes its own output, gathered back into CSR order.
 """
 
@@ -13,17 +14,22 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..formats import CSR, parse_format, read_sparse_input
+from .. import transform
+from ..formats import read_sparse_input
 from ..formats.structure import SourceAxes
 from ..ir import SparseBuffer, SparseFunction, sparse_iteration
+from ..reference.sddmm import SDDMM_REFERENCE
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
-from .. import transform
-from .operands import (check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_matrix,
-                       tuned_format)
+from ..schedule.knobs import Knob, optional_boolean, register_knob
+from .operands import check_dense_operand, check_op_knobs, compose_format, csr_operand_axes, make_kernel, prepare_op
+from .registry import OpSpec, register_op
 
-CPU_CSR_PREFETCH = 16  # default knob ``prefetch`` of CSR SDDMM on the CPU (non-zeros ahead)
-SDDMM_FORMATS = ("csr", "ell", "bsr", "hyb", "rcsr")
+register_knob(Knob("sparse_fuse", ("cpu", "cuda"), None, (None, True), optional_boolean("sparse_fuse"),
+                   "fuse rows and non-zeros into one loop (transform.sparse_fuse; None: on CUDA); needs a format "
+                   "the op runs on unchanged (csr)", scope="op", requires=lambda value, fmt, device: not (
+                       value and fmt.rewrites),
+                   requirement="sparse_fuse=True needs the csr format (one loop over its non-zeros)"))
 
 
 def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
@@ -33,7 +39,7 @@ def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32"
     ``sparse_fuse`` (CSR only; default True, as in the paper; ``compile_sddmm`` passes False on
     the CPU): fuse rows and columns into one loop over the non-zeros (``transform.sparse_fuse``).
     """
-    check_sparse_fuse(sparse_fuse, fmt.name)
+    check_op_knobs({"sparse_fuse": sparse_fuse}, fmt, device)
     axes = csr_operand_axes(feat, idtype)
     rows, cols, features = axes.rows, axes.cols, axes.features
     A = SparseBuffer("A", (rows, cols), dtype)
@@ -46,41 +52,24 @@ def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32"
         C[i, j] += A[i, j] * X[i, k] * Y[j, k]
 
     func = SparseFunction("sddmm", [sddmm], params=[A, X, Y, C])
-    if isinstance(fmt, CSR):
+    if not fmt.rewrites:
         return func if sparse_fuse is False else transform.sparse_fuse(func, [rows, cols])
     return compose_format(func, fmt, SourceAxes(rows, cols, [A, C], "S", "S"), device, fuse=horizontal_fuse,
                           disjoint_outputs=True)
 
 
-def check_sparse_fuse(value, format_name: str) -> None:
-    """The knob ``sparse_fuse``: None (the device's default), True or False; True needs csr."""
-    if value is not None and not isinstance(value, bool):
-        raise ValueError(f"sparse_fuse must be True, False or None, got {value!r}")
-    if value and format_name != "csr":
-        raise ValueError(f"sparse_fuse=True needs the csr format (one loop over its non-zeros), not {format_name!r}")
-
-
 def compile_sddmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtype=None, **knobs) -> Kernel:
-    """Compile SDDMM for A's structure (duplicates summed); call as ``kernel(X, Y, out=None, values=None)``.
+    """Compile SDDMM for A's structure (duplicates summed).
 
-    The output holds one value per stored entry of the canonical A (``kernel.matrix``), in CSR order.
-    ``knobs``: the schedule template's (see ``sparsetir.schedule``), ``horizontal_fuse`` (run a
-    format's sub-formats as one loop) and ``sparse_fuse`` (CSR: one loop over the non-zeros;
-    default True on CUDA, False on the CPU). CSR on the CPU prefetches Y's rows 16 non-zeros
-    ahead unless ``prefetch`` says otherwise. ``format="auto"`` takes the format and knobs from
-    the tuning database, tuning on a miss (``sparsetir.tune``).
+    Parameters are those of :func:`~sparsetir.ops.spmm.compile_spmm`, ``feat`` being the length of
+    the rows of X and Y. The kernel is called as ``kernel(X, Y, out=None, values=None)``; its
+    output holds one value per stored entry of the canonical A (``kernel.matrix``), in CSR order.
     """
-    format, knobs = tuned_format("sddmm", A, feat, format, target, dtype, knobs)
-    format_name = parse_format(format).name
-    if format_name not in SDDMM_FORMATS:  # before converting A
-        raise ValueError(f"sddmm supports the formats {SDDMM_FORMATS}, not {format!r}")
-    check_sparse_fuse(knobs.get("sparse_fuse"), format_name)
-    p = prepare_matrix(A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype, canonical=True)
-    if p.device == "cpu" and p.fmt.name == "csr":  # prefetching Y's rows: 1.2-1.5x on every graph measured
-        knobs = {"prefetch": CPU_CSR_PREFETCH, **knobs}
+    p, knobs = prepare_op("sddmm", A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype,
+                          knobs=knobs, canonical=True)
     fuse, fuse_nonzeros = knobs.get("horizontal_fuse"), knobs.get("sparse_fuse")
     if fuse_nonzeros is None:  # the CPU runs rows in parallel (no per-non-zero row search)
-        fuse_nonzeros = p.fmt.name == "csr" and p.device == "cuda"
+        fuse_nonzeros = not p.fmt.rewrites and p.device == "cuda"
     kernel = make_kernel("sddmm", lambda: sddmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse,
                                                          sparse_fuse=fuse_nonzeros), p,
                          knobs=knobs, inputs=["X", "Y"], output="C", output_per_slot=True)
@@ -89,7 +78,22 @@ def compile_sddmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dty
 
 
 def sddmm(A, X, Y, *, format="csr", target="llvm", **knobs):
-    """SDDMM on A's pattern: a scipy CSR matrix for scipy A, a torch sparse CSR tensor for torch A."""
+    """SDDMM on A's pattern: ``A.data * (X[i] . Y[j])`` for every stored entry ``(i, j)``.
+
+    Parameters
+    ----------
+    A : scipy.sparse matrix or torch sparse CSR/COO tensor
+        The pattern (duplicates summed first; explicit zeros kept).
+    X, Y : numpy arrays or torch tensors
+        ``(m, k)`` and ``(n, k)``, of one dtype and type.
+    format, target, **knobs
+        As for :func:`compile_sddmm`.
+
+    Returns
+    -------
+    scipy CSR matrix or torch sparse CSR tensor
+        Of A's (canonical) pattern: scipy for scipy A, torch for torch A or X.
+    """
     dtype = check_dense_operand(X, "X")
     if check_dense_operand(Y, "Y") != dtype:
         raise TypeError(f"X and Y must share a dtype, got {dtype} and {Y.dtype}")
@@ -105,7 +109,7 @@ def sddmm(A, X, Y, *, format="csr", target="llvm", **knobs):
     values = kernel(X, Y)
     structure = kernel.matrix
     if is_torch(A) or is_torch(X):
-        import torch
+        import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
 
         device = values.device if is_torch(values) else "cpu"
         return torch.sparse_csr_tensor(
@@ -115,3 +119,11 @@ def sddmm(A, X, Y, *, format="csr", target="llvm", **knobs):
             size=structure.shape,
         )
     return sp.csr_matrix((values, structure.indices, structure.indptr), shape=structure.shape)
+
+
+SDDMM = register_op(OpSpec("sddmm", function=sddmm_function, compile=compile_sddmm, call=sddmm,
+                           reference=SDDMM_REFERENCE,
+                           knobs={"cpu": {"reduce_lanes": ..., "prefetch": 16, "sparse_fuse": ..., "specialize": ...},
+                                  "cuda": {"threads": ..., "specialize": ...}}))
+
+__all__ = ["compile_sddmm", "sddmm", "sddmm_function"]

@@ -9,9 +9,10 @@ from __future__ import annotations
 from ..formats import read_sparse_input
 from ..formats.structure import SourceAxes
 from ..ir import SparseBuffer, SparseFunction, sparse_iteration
+from ..reference.spmm import SPMM_REFERENCE
 from ..runtime.kernel import Kernel
-from .operands import (check_dense_operand, compose_format, csr_operand_axes, make_kernel,
-                       prepare_matrix, tuned_format)
+from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_op
+from .registry import OpSpec, register_op
 
 
 def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
@@ -32,24 +33,68 @@ def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32",
 
 
 def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtype=None, **knobs) -> Kernel:
-    """Compile SpMM for A's structure and ``feat`` columns; call the result as ``kernel(B, out=None, values=None)``.
+    """Compile SpMM for A's structure and ``feat`` columns of B.
 
-    ``knobs``: the schedule template's (see ``sparsetir.schedule``) and ``horizontal_fuse``
-    (run a format's sub-formats as one loop; default: on CUDA). ``format="auto"`` takes the
-    format and knobs from the tuning database, tuning on a miss (``sparsetir.tune``).
+    Parameters
+    ----------
+    A : scipy.sparse matrix or torch sparse tensor
+        Its structure is validated and converted to ``format`` (timed as conversion).
+    feat : int
+        Columns of B (and of C).
+    format : str or Format
+        A format string (``sparsetir.formats``) or ``"auto"`` (the tuning database; tunes on a miss).
+    target : str or dict
+        ``"llvm"``, ``"cuda"`` or a TVM target dict.
+    dtype : str, optional
+        Value dtype of the kernel (default: A's float dtype, else float32).
+    index_dtype : str, optional
+        ``"int32"`` or ``"int64"`` (default: int32 unless a size needs int64).
+    **knobs
+        Schedule and op knobs (``sparsetir.schedule.knob_names(device)``).
+
+    Returns
+    -------
+    Kernel
+        Called as ``kernel(B, out=None, values=None)``; ``kernel.timings`` has the conversion
+        and compile seconds.
     """
-    format, knobs = tuned_format("spmm", A, feat, format, target, dtype, knobs)
-    p = prepare_matrix(A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype)
+    p, knobs = prepare_op("spmm", A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype,
+                          knobs=knobs)
     fuse = knobs.get("horizontal_fuse")
     return make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse), p,
                        knobs=knobs, inputs=["B"], output="C")
 
 
 def spmm(A, B, *, format="csr", target="llvm", out=None, **knobs):
-    """``A @ B`` for a scipy/torch sparse A and a dense numpy/torch B; returns B's type and dtype."""
+    """``A @ B`` for a sparse A and a dense B.
+
+    Parameters
+    ----------
+    A : scipy.sparse matrix or torch sparse CSR/COO tensor
+        Any layout (converted to CSR); its values are cast to B's dtype.
+    B : numpy array or torch tensor
+        Dense, ``(A.shape[1], feat)``.
+    format, target, **knobs
+        As for :func:`compile_spmm`.
+    out : array, optional
+        Written in place and returned.
+
+    Returns
+    -------
+    numpy array or torch tensor
+        ``A @ B`` with B's type and dtype.
+    """
     dtype = check_dense_operand(B, "B")
     matrix = read_sparse_input(A)
     if B.shape[0] != matrix.shape[1]:
         raise ValueError(f"A is {matrix.shape[0]}x{matrix.shape[1]} but B has {B.shape[0]} rows")
     kernel = compile_spmm(matrix, int(B.shape[1]), format=format, target=target, dtype=dtype, **knobs)
     return kernel(B, out=out)
+
+
+SPMM = register_op(OpSpec("spmm", function=spmm_function, compile=compile_spmm, call=spmm, reference=SPMM_REFERENCE,
+                          knobs={"cpu": {"vector_width": ..., "unroll": ..., "prefetch": ..., "specialize": ...,
+                                         "horizontal_fuse": ...},
+                                 "cuda": {"rows_per_block": ..., "lanes": ..., "specialize": ...}}))
+
+__all__ = ["compile_spmm", "spmm", "spmm_function"]

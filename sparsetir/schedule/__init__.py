@@ -1,21 +1,24 @@
-"""Schedule templates over ``tvm.s_tir.Schedule`` with named knobs (``cpu.py``, ``cuda.py``)."""
+"""Schedule templates over ``tvm.s_tir.Schedule`` with named, registered knobs (``cpu.py``, ``cuda.py``, ``knobs.py``)."""
 
 from __future__ import annotations
 
-from .cpu import CPU_KNOBS, schedule_cpu
-from .cuda import CUDA_KNOBS, schedule_cuda
+from .cpu import schedule_cpu
+from .cuda import schedule_cuda
+from .knobs import DEVICES, Knob, knob, knob_names, knob_settings, register_knob, split_knobs
 
-KNOBS = {"cpu": CPU_KNOBS, "cuda": CUDA_KNOBS}
+TEMPLATES = {"cpu": schedule_cpu, "cuda": schedule_cuda}
 
 
 def schedule(func, device: str, **knobs):
-    """Apply the template of ``device`` ("cpu" or "cuda") to a Stage III PrimFunc; returns the IRModule."""
-    if device not in KNOBS:
+    """Apply the template of ``device`` ("cpu" or "cuda") to a Stage III PrimFunc; returns the IRModule.
+
+    ``knobs`` are that template's (``knob_names(device, "schedule")``); an unknown name raises
+    ``TypeError``, a bad value ``ValueError``.
+    """
+    if device not in TEMPLATES:
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    unknown = sorted(set(knobs) - set(KNOBS[device]))
-    if unknown:
-        raise TypeError(f"unknown {device} schedule knob(s) {unknown}; valid: {list(KNOBS[device])}")
-    return (schedule_cpu if device == "cpu" else schedule_cuda)(func, **knobs)
+    return TEMPLATES[device](func, **knobs)
 
 
-__all__ = ["CPU_KNOBS", "CUDA_KNOBS", "KNOBS", "schedule", "schedule_cpu", "schedule_cuda"]
+__all__ = ["DEVICES", "Knob", "TEMPLATES", "knob", "knob_names", "knob_settings", "register_knob", "schedule",
+           "schedule_cpu", "schedule_cuda", "split_knobs"]

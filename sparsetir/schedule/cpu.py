@@ -9,23 +9,8 @@ Two rules, keyed on a leaf's innermost loop, and an optional third after schedul
 * a loop over positions whose leaf gathers dense rows through an index array (SpMM's
   ``B[indices[p], k]``): prefetch the row needed ``prefetch`` positions ahead (``prefetch.py``).
 
-Knobs:
-    vector_width  lanes of the vectorised innermost spatial loop (default: a 64-byte vector,
-                  the largest power of two dividing the extent); 1 disables vectorisation
-    parallel      parallelise the outermost spatial loop of every nest (default True)
-    unroll        unroll the loop over vectors of the feature loop (or of the reduction) when it
-                  has at most this many iterations (default 16), so LLVM keeps the accumulators
-                  in registers
-    reduce_lanes  partial sums of a vectorised innermost reduction (default: a 32-byte vector,
-                  the largest power of two dividing the extent); applied only when it divides
-                  the extent; 1 keeps the scalar reduction
-    prefetch      software prefetch distance, in non-zeros, of the dense rows a leaf gathers through
-                  an index array (``prefetch.insert_prefetch``, applied after scheduling); 0
-                  (default) disables it. Measured (2 cores, interleaved A/B, 16 with all lines):
-                  CSR SDDMM 1.2-1.5x faster, CSR SpMM 1.08x geomean (up to 1.4x; 0.86-0.95x where
-                  B stays in cache), hyb 0.96x: so it is off by default and tuned, e.g. (0, 8, 16)
-    prefetch_lines  prefetch every 64-byte line of such a row (default True, which measured
-                  better than the first line alone) or only its first line (False)
+The knobs are declared below with ``register_knob`` (default, search values, check); the
+template reads them through ``knob_settings``. ``knob_names("cpu")`` lists them.
 """
 
 from __future__ import annotations
@@ -33,6 +18,7 @@ from __future__ import annotations
 import tvm
 from tvm import s_tir, tirx
 
+from .knobs import Knob, boolean, int_at_least, knob_settings, optional_positive_int, register_knob
 from .nest import (
     REDUCE,
     SPATIAL,
@@ -55,21 +41,46 @@ from .prefetch import check_prefetch, insert_prefetch
 
 VECTOR_BYTES = 64
 REDUCE_VECTOR_BYTES = 32
-CPU_KNOBS = ("vector_width", "parallel", "unroll", "reduce_lanes", "prefetch", "prefetch_lines")
+
+for _knob in (
+    Knob("vector_width", ("cpu",), None, (None, 8, 4), optional_positive_int("vector_width"),
+         "lanes of the vectorised innermost spatial loop (None: a 64-byte vector, the largest power of two "
+         "dividing the extent); 1 disables vectorisation"),
+    Knob("parallel", ("cpu",), True, (True,), boolean("parallel"),
+         "parallelise the outermost spatial loop of every nest"),
+    Knob("unroll", ("cpu",), 16, (16, 0, 4, 64), int_at_least("unroll", 0),
+         "unroll the loop over vectors of the feature loop (or of the reduction) when it has at most this many "
+         "iterations, so LLVM keeps the accumulators in registers"),
+    Knob("reduce_lanes", ("cpu",), None, (None, 4, 16), optional_positive_int("reduce_lanes"),
+         "partial sums of a vectorised innermost reduction (None: a 32-byte vector, the largest power of two "
+         "dividing the extent); applied only when it divides the extent; 1 keeps the scalar reduction"),
+    Knob("prefetch", ("cpu",), 0, (0, 8, 16), check_prefetch,
+         "software prefetch distance, in non-zeros, of the dense rows a leaf gathers through an index array "
+         "(prefetch.insert_prefetch, after scheduling); 0 disables it"),
+    Knob("prefetch_lines", ("cpu",), True, (True, False), boolean("prefetch_lines"),
+         "prefetch every 64-byte line of such a row (True) or only its first line"),
+):
+    register_knob(_knob)
 
 
-def schedule_cpu(func: tirx.PrimFunc, *, vector_width: int | None = None, parallel: bool = True,
-                 unroll: int = 16, reduce_lanes: int | None = None, prefetch: int = 0,
-                 prefetch_lines: bool = True) -> tvm.IRModule:
-    """Schedule every nest of a Stage III function for a multicore CPU; returns the module."""
-    for name, value in (("vector_width", vector_width), ("reduce_lanes", reduce_lanes)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if isinstance(unroll, bool) or not isinstance(unroll, int) or unroll < 0:
-        raise ValueError(f"unroll must be an int >= 0, got {unroll!r}")
-    check_prefetch(prefetch)
-    if not isinstance(prefetch_lines, bool):
-        raise ValueError(f"prefetch_lines must be True or False, got {prefetch_lines!r}")
+def schedule_cpu(func: tirx.PrimFunc, **knobs) -> tvm.IRModule:
+    """Schedule every nest of a Stage III function for a multicore CPU; returns the module.
+
+    Parameters
+    ----------
+    func : tirx.PrimFunc
+        A Stage III function (``lower.lower``) with a global symbol.
+    **knobs
+        The CPU knobs (``knob_names("cpu", "schedule")``); the rest take their defaults.
+
+    Returns
+    -------
+    tvm.IRModule
+        The scheduled module, ready for ``tvm.compile``.
+    """
+    settings = knob_settings("cpu", knobs)
+    vector_width, parallel, unroll = settings["vector_width"], settings["parallel"], settings["unroll"]
+    reduce_lanes, prefetch, prefetch_lines = settings["reduce_lanes"], settings["prefetch"], settings["prefetch_lines"]
     sch = new_schedule(func)
     forced: dict = {}  # loop var -> ForKind, set after scheduling where TVM's checks refuse
     for nest in nests(sch):

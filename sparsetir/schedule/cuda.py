@@ -8,7 +8,8 @@ TVM.md pitfall 7) accumulated in registers. A horizontally fused nest gets the
 same mapping for every member, all in one launch. Other nests map their outer
 spatial loop to ``threads`` threads per block.
 
-Knobs: rows_per_block (4), lanes (32), threads (128).
+The knobs (``rows_per_block``, ``lanes``, ``threads``) are declared below with
+``register_knob`` and read through ``knob_settings``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
+from .knobs import Knob, int_at_least, knob_settings, register_knob
 from .nest import (
     SPATIAL,
     apply_or_force,
@@ -32,15 +34,26 @@ from .nest import (
     writes_contiguously,
 )
 
-CUDA_KNOBS = ("rows_per_block", "lanes", "threads")
 VECTOR_CHUNKS = (2, 4)  # float2 / float4
 
+for _knob in (
+    Knob("rows_per_block", ("cuda",), 4, (4, 1, 2, 8, 16), int_at_least("rows_per_block", 1, 1024),
+         "rows per CUDA block (threadIdx.y) of a nest with a feature loop"),
+    Knob("lanes", ("cuda",), 32, (32, 8, 16), int_at_least("lanes", 1, 1024),
+         "feature lanes (threadIdx.x), each owning a contiguous chunk of the features"),
+    Knob("threads", ("cuda",), 128, (128, 64, 256), int_at_least("threads", 1, 1024),
+         "threads per block of the other nests (their outer spatial loop)"),
+):
+    register_knob(_knob)
 
-def schedule_cuda(func: tirx.PrimFunc, *, rows_per_block: int = 4, lanes: int = 32, threads: int = 128) -> tvm.IRModule:
-    """Schedule every nest of a Stage III function for CUDA; returns the module."""
-    for knob, value in (("rows_per_block", rows_per_block), ("lanes", lanes), ("threads", threads)):
-        if not isinstance(value, int) or value < 1 or value > 1024:
-            raise ValueError(f"{knob} must be an int in [1, 1024], got {value!r}")
+
+def schedule_cuda(func: tirx.PrimFunc, **knobs) -> tvm.IRModule:
+    """Schedule every nest of a Stage III function for CUDA; returns the module.
+
+    ``knobs``: the CUDA knobs (``knob_names("cuda", "schedule")``); the rest take their defaults.
+    """
+    settings = knob_settings("cuda", knobs)
+    rows_per_block, lanes, threads = settings["rows_per_block"], settings["lanes"], settings["threads"]
     sch = new_schedule(func)
     forced: dict = {}  # loop var -> thread tag / ForKind, set after scheduling where TVM's checks refuse
     for nest in nests(sch):

@@ -12,28 +12,12 @@ import json
 import sys
 import time
 
-import numpy as np
-
-
-def write_request(path, op: str, matrix, feat: int, dtype: str, target: dict) -> None:
-    np.savez(path, indptr=matrix.indptr, indices=matrix.indices, data=matrix.data,
-             shape=np.asarray(matrix.shape, dtype=np.int64),
-             problem=np.asarray(json.dumps({"op": op, "feat": feat, "dtype": dtype, "target": target})))
-
-
-def read_request(path):
-    import scipy.sparse as sp
-
-    with np.load(path, allow_pickle=False) as arrays:
-        problem = json.loads(str(arrays["problem"]))
-        matrix = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(arrays["shape"]))
-    return problem, matrix
+from ..ops import get_op
+from .request import read_request
 
 
 def compile_candidate(problem: dict, matrix, config: dict) -> dict:
-    import sparsetir
-
-    compile_fn = sparsetir.compile_spmm if problem["op"] == "spmm" else sparsetir.compile_sddmm
+    compile_fn = get_op(problem["op"]).compile
     started = time.perf_counter()
     try:
         compile_fn(matrix, problem["feat"], target=problem["target"], dtype=problem["dtype"], **config)

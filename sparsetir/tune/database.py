@@ -17,7 +17,10 @@ import time
 import warnings
 from pathlib import Path
 
+import tvm
+
 from ..backend.cache import cache_dir
+from ..version import __version__
 
 DATABASE_NAME = "database.jsonl"
 DATABASE_ENV = "SPARSETIR_TUNE_DATABASE"
@@ -32,12 +35,8 @@ def database_path() -> Path:
 
 def tuning_key(op: str, fingerprint: dict, feat: int, dtype: str, target: dict) -> dict:
     """Everything a tuned configuration depends on, with the versions that produced it."""
-    import tvm
-
-    import sparsetir
-
     return {"op": op, "fingerprint": fingerprint, "feat": int(feat), "dtype": dtype,
-            "target": dict(sorted(target.items())), "versions": {"sparsetir": sparsetir.__version__,
+            "target": dict(sorted(target.items())), "versions": {"sparsetir": __version__,
                                                                  "tvm": tvm.__version__}}
 
 

@@ -2,8 +2,9 @@
 
 Compiling and timing are separate phases: a batch of candidates is compiled by a pool
 of worker processes (``compile_worker``; each fills the on-disk kernel cache), and only then are the
-compiled kernels loaded here, checked against a float64 scipy reference, and timed
-together (``bench.timer.time_interleaved``: cache flush before every call), so the
+compiled kernels loaded here, checked against the op's float64 reference, and timed
+together (``timing.time_interleaved`` with the ``TUNING`` policy: cache flush before every
+call), so the
 cores are never shared between compiling and timing.
 """
 
@@ -22,8 +23,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-# A short measurement per candidate: the tuner compares many, the benchmark re-times the winner.
-TUNING_TIMING = {"samples": 15, "max_time_s": 1.0, "min_samples": 5, "warmup_s": 0.01, "min_warmup": 3}
+from ..ops import get_op
+from ..reference import result_mismatch
+from ..timing import TUNING, TimingPolicy, time_interleaved
+from .request import write_request
 
 
 @dataclass
@@ -46,13 +49,11 @@ class Measurer:
 
     def __init__(self, op: str, matrix: sp.csr_matrix, feat: int, dtype: str, target: dict, *, workers: int,
                  seed: int = 0):
-        from ..bench.quick import OPS
-
+        spec = get_op(op)
         self.matrix = matrix
-        self.case = OPS[op].make_case(matrix, feat, np.random.default_rng(seed))
-        self.kernel = OPS[op].sparsetir_kernel  # (A, *inputs, format=..., **knobs) -> run(), as the benchmark
+        self.case = spec.reference.make_case(matrix, feat, np.random.default_rng(seed))
+        self.kernel = spec.benchmark_kernel  # (A, *inputs, format=..., **knobs) -> run(), as the benchmark
         self.inputs = tuple(np.ascontiguousarray(x.astype(dtype)) for x in self.case.inputs)
-        from .compile_worker import write_request  # not at import: ``-m`` runs that module as __main__
 
         self.workers = workers
         self._folder = tempfile.TemporaryDirectory(prefix="sparsetir-tune-")
@@ -114,12 +115,9 @@ class Measurer:
             self.close_workers(kill=True)
         return results
 
-    def measure(self, configs: list[dict], timing: dict | None = None, deadline: float | None = None
+    def measure(self, configs: list[dict], timing: TimingPolicy = TUNING, deadline: float | None = None
                 ) -> list[Measurement]:
         """Compile (until ``deadline``), check and time ``configs`` together; one Measurement each."""
-        from ..bench.quick import result_mismatch
-        from ..bench.timer import time_interleaved
-
         results = [Measurement(config) for config in configs]
         for result, (seconds, error) in zip(results, self.compile(configs, deadline)):
             result.compile_s, result.error = seconds, error
@@ -138,7 +136,7 @@ class Measurer:
             if result.error is None:
                 runs[str(index)] = run
         if runs:
-            stats = time_interleaved(runs, **(timing or TUNING_TIMING))
+            stats = time_interleaved(runs, timing)
             for name, stat in stats.items():
                 results[int(name)].median_s = stat.median
                 results[int(name)].stats = stat.to_dict()

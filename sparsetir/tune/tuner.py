@@ -14,6 +14,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import scipy.sparse as sp
+
+from ..formats import read_sparse_input
+from ..ops import get_op
+from ..ops.operands import check_feat, resolve_dtype, target_and_device
+from ..runtime.loader import usable_cores
+from ..timing import FINALISTS as FINALISTS_TIMING
 from .database import TuningDatabase, key_hash, tuning_key
 from .fingerprint import fingerprint
 from .measure import Measurement, Measurer
@@ -25,7 +32,6 @@ AUTO_BUDGET_ENV = "SPARSETIR_TUNE_BUDGET_S"  # the budget of format="auto" on a 
 DEFAULT_AUTO_BUDGET_S = 20.0
 MIN_COMPILE_S = 10.0  # a batch always gets this long to compile, even at the end of the budget
 FINALISTS = 3  # the best candidates are re-timed together, with more samples, to pick the winner
-FINAL_TIMING = {"samples": 40, "max_time_s": 2.0, "min_samples": 10, "warmup_s": 0.02, "min_warmup": 5}
 
 
 @dataclass
@@ -70,13 +76,7 @@ def tune_sddmm(A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S, **
 
 def problem(op: str, A, feat, target, dtype):
     """The validated matrix (scipy CSR), target dict, device, dtype and database key of a tuning problem."""
-    import scipy.sparse as sp
-
-    from ..formats import read_sparse_input
-    from ..ops.operands import check_feat, resolve_dtype, target_and_device
-
-    if op not in ("spmm", "sddmm"):
-        raise ValueError(f"op must be 'spmm' or 'sddmm', got {op!r}")
+    get_op(op)  # a ValueError naming the registered ops
     feat = check_feat(feat)
     target, device = target_and_device(target)
     matrix = read_sparse_input(A, canonical=True)
@@ -89,12 +89,41 @@ def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S,
          dtype=None, strategy: str = "auto", workers: int | None = None, batch: int | None = None,
          database: TuningDatabase | str | None = None, use_database: bool = True, progress: bool = True,
          seed: int = 0) -> TuneResult:
-    """Search formats x knobs for the fastest ``op`` kernel on A.
+    """Search formats x knobs for the fastest ``op`` kernel on A, on this machine's CPU.
 
-    ``budget_s``/``trials``: stop after this many seconds / measured candidates (the search
-    may overrun the time by one batch). ``strategy``: "exhaustive", "random", "evolutionary",
-    or "auto" (exhaustive when the space fits in ``trials``). ``workers``: compile processes
-    (default: the usable cores). ``use_database=False`` always tunes (and still records).
+    Parameters
+    ----------
+    op : str
+        A registered op (``sparsetir.ops.op_names()``).
+    A : scipy.sparse matrix or torch sparse tensor
+        The structure to tune for (validated; duplicates summed).
+    feat : int
+        The dense operands' feature size.
+    target : str or dict
+        An LLVM target (CUDA candidates are timed on a GPU host through a bundle).
+    budget_s, trials : float, int
+        Stop after this many seconds / measured candidates (the search may overrun the time
+        by one batch).
+    dtype : str, optional
+        The kernel's value dtype (default: A's float dtype).
+    strategy : str
+        ``"exhaustive"``, ``"random"``, ``"evolutionary"`` or ``"auto"`` (exhaustive when the
+        space fits in ``trials``).
+    workers, batch : int, optional
+        Compile processes (default: the usable cores) and candidates per round.
+    database : TuningDatabase or str, optional
+        Where results are looked up and recorded (default: ``$SPARSETIR_CACHE_DIR``).
+    use_database : bool
+        False always tunes (and still records).
+    progress : bool
+        Print progress to stderr.
+    seed : int
+        Seeds the search and the random operands.
+
+    Returns
+    -------
+    TuneResult
+        ``result.config`` is accepted by the op's compile function as keyword arguments.
     """
     if not isinstance(budget_s, (int, float)) or budget_s <= 0:
         raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
@@ -112,9 +141,7 @@ def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S,
     if device != "cpu":
         raise RuntimeError(
             f"tuning measures candidates on this machine, which runs CPU (llvm) kernels only; for {device}, "
-            "build a bundle (python -m sparsetir.tune.bundle build), time it on the GPU host and ingest the records")
-    from ..runtime.loader import usable_cores
-
+            "build a bundle (python -m sparsetir.bench.bundle build), time it on the GPU host and ingest the records")
     workers = usable_cores() if workers is None else max(1, int(workers))
     batch = batch or max(2, 2 * workers)
     space = search_space(op, matrix, device)
@@ -163,7 +190,7 @@ def _final_pick(measurer: Measurer, measured: list[Measurement], default: dict):
     default_ran = any(config_key(m.config) == config_key(default) and m.median_s is not None for m in measured)
     if default_ran and config_key(default) not in {config_key(c) for c in finalists}:
         finalists.append(default)
-    retimed = [m for m in measurer.measure(finalists, FINAL_TIMING) if m.median_s is not None]
+    retimed = [m for m in measurer.measure(finalists, FINALISTS_TIMING) if m.median_s is not None]
     if not retimed:  # the finalists failed on re-timing (should not happen): keep the search's numbers
         retimed = ranked[:1]
     winner = min(retimed, key=lambda m: m.median_s)

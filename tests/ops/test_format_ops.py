@@ -98,6 +98,7 @@ def graph_with_split_rows(seed: int = 0):
     return sp.vstack([long_rows, rest, long_rows]).tocsr()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["hyb:1:1,2,4,8", "hyb:4:1,2,4,8"])
 def test_split_rows_never_race(fmt):
     """Repeated runs on long split rows (written by many pieces) give the same, right answer."""

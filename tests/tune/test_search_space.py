@@ -9,10 +9,11 @@ import pytest
 import scipy.sparse as sp
 
 from sparsetir.formats import parse_format, read_sparse_input
+from sparsetir.formats.hyb import TUNING_MAX_SUB_FORMATS as MAX_SUB_FORMATS
 from sparsetir.tune.fingerprint import degree_histogram, fingerprint
 from sparsetir.tune.measure import Measurer
 from sparsetir.tune.search import Search
-from sparsetir.tune.space import MAX_SUB_FORMATS, config_key, format_choices, search_space
+from sparsetir.tune.space import config_key, format_choices, search_space
 
 
 def _input(A):
@@ -83,6 +84,7 @@ def test_auto_strategy_is_exhaustive_only_on_small_spaces():
         Search(space, "greedy")
 
 
+@pytest.mark.slow
 def test_compile_deadline_kills_the_workers_and_the_next_batch_starts_fresh():
     A = sp.random(200, 200, density=0.05, format="csr", random_state=4, dtype=np.float32)
     measurer = Measurer("spmm", A, 8, "float32", {"kind": "llvm"}, workers=1)

@@ -9,11 +9,11 @@ import pytest
 import scipy.sparse as sp
 
 import sparsetir
+from sparsetir.formats import read_sparse_input
 from sparsetir.ops import spmm
 from sparsetir.tune import TuningDatabase, tune_sddmm, tune_spmm
 from sparsetir.tune.database import DATABASE_ENV, tuning_key
 from sparsetir.tune.fingerprint import fingerprint
-from sparsetir.formats import read_sparse_input
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -35,6 +35,7 @@ def database(tmp_path, monkeypatch) -> TuningDatabase:
     return TuningDatabase(path)
 
 
+@pytest.mark.slow
 def test_tune_spmm_returns_a_config_compile_spmm_accepts(matrix, database):
     result = tune_spmm(matrix, 16, budget_s=5, trials=6, workers=1, progress=False)
     assert not result.from_database
@@ -48,6 +49,7 @@ def test_tune_spmm_returns_a_config_compile_spmm_accepts(matrix, database):
     assert stored["config"] == result.config and stored["source"] == "tuned"
 
 
+@pytest.mark.slow
 def test_second_tune_is_a_database_hit(matrix, database):
     first = tune_spmm(matrix, 8, budget_s=4, trials=3, workers=1, progress=False)
     again = tune_spmm(matrix, 8, budget_s=4, trials=3, workers=1, progress=False)
@@ -56,6 +58,7 @@ def test_second_tune_is_a_database_hit(matrix, database):
     assert not other_feat.from_database  # the key holds the feature size
 
 
+@pytest.mark.slow
 def test_format_auto_uses_the_database_then_tunes_on_a_miss(matrix, database, monkeypatch):
     B = np.random.default_rng(1).standard_normal((250, 8), dtype=np.float32)
     key = tuning_key("spmm", fingerprint(read_sparse_input(matrix, canonical=True)), 8, "float32",
@@ -69,6 +72,7 @@ def test_format_auto_uses_the_database_then_tunes_on_a_miss(matrix, database, mo
     assert len(database.records()) == 2  # a miss: tuned and recorded
 
 
+@pytest.mark.slow
 def test_tune_sddmm(matrix, database):
     result = tune_sddmm(matrix, 8, budget_s=4, trials=3, workers=1, progress=False)
     kernel = sparsetir.compile_sddmm(matrix, 8, **result.config)

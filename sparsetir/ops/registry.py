@@ -1,0 +1,114 @@
+"""The op registry: one declaration per op, read by the tuner, the benchmark, the GPU bundle and the workflow.
+
+An op module (``spmm.py``, ``sddmm.py``, ...) defines its Stage I builder, compile function and
+user-level call, and registers one :class:`OpSpec` that also names the knobs the tuner searches
+and points at the op's float64 reference (``sparsetir.reference``: the case, the reference, the
+flops and bytes models and the baselines that compute the same thing, kept importable without
+the compiler for the GPU bundle's runner). Everything above the ops (``sparsetir.tune``,
+``sparsetir.bench``, ``workflows/``) looks the op up here by name; this package imports every
+module in its folder, so a new op is a new module here plus its reference module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..reference import OpReference
+from ..registry import Registry
+from ..schedule.knobs import knob
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """Everything the layers above need to know of one op.
+
+    Parameters
+    ----------
+    name : str
+        The op's name (``"spmm"``): the key of tuning records, benchmark records and configs.
+    function : callable
+        The Stage I builder: ``function(fmt, feat, dtype, idtype, device, **op_knobs) -> SparseFunction``.
+    compile : callable
+        ``compile(A, feat, *, format, target, dtype, **knobs) -> Kernel``, bound to A's structure.
+    call : callable
+        The user-level op (``sparsetir.ops.<name>``).
+    reference : OpReference
+        What the op computes (``sparsetir.reference``): case, float64 reference, flops, the
+        baselines that compute the same thing.
+    knobs : mapping
+        ``device -> {knob name: this op's default}``: the knobs the tuner searches for this op
+        (declared in ``sparsetir.schedule.knobs``); a default given here is tried first and
+        used when the caller gives none.
+    default_format : str
+        The format a plain call uses, first in the tuner's search space.
+    """
+
+    name: str
+    function: Callable
+    compile: Callable
+    call: Callable
+    reference: OpReference
+    knobs: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    default_format: str = "csr"
+
+    def tuned_knobs(self, device: str) -> list[str]:
+        """The knobs the tuner searches for this op on ``device``."""
+        return list(self.knobs.get(device, {}))
+
+    def default_knobs(self, device: str) -> dict:
+        """The defaults this op sets itself (where they differ from the knob's own)."""
+        return {name: value for name, value in self.knobs.get(device, {}).items()
+                if value is not ... and value != knob(device, name).default}
+
+    def knob_values(self, device: str) -> dict[str, tuple]:
+        """``knob -> search values`` on ``device``, this op's default first."""
+        values = {}
+        for name, default in self.knobs.get(device, {}).items():
+            declared = knob(device, name)
+            first = declared.default if default is ... else default
+            values[name] = (first, *(v for v in declared.values if v != first))
+        return values
+
+    def benchmark_kernel(self, A, *inputs, format, **knobs) -> Callable[[], object]:
+        """``run()`` computing this op with a kernel compiled for A, into a preallocated output.
+
+        ``run.timings`` holds the kernel's conversion and compile seconds.
+        """
+        first = inputs[0]
+        kernel = self.compile(A, int(first.shape[1]), format=format, target="llvm", dtype=first.dtype.name, **knobs)
+        out = np.empty(kernel.output_shape(), dtype=first.dtype)
+
+        def run():
+            kernel(*inputs, out=out)
+            return out
+
+        run.timings = dict(kernel.timings)
+        return run
+
+
+_OPS: Registry[OpSpec] = Registry("op")
+
+
+def register_op(spec: OpSpec) -> OpSpec:
+    """Add ``spec`` to the registry (a name is registered once)."""
+    if not isinstance(spec, OpSpec):
+        raise TypeError(f"register_op takes an OpSpec, got {type(spec).__name__}")
+    if spec.reference.name != spec.name:
+        raise ValueError(f"op {spec.name!r} points at the reference of {spec.reference.name!r}")
+    for device, knobs in spec.knobs.items():
+        for name in knobs:
+            knob(device, name)  # a TypeError for an undeclared knob, at registration
+    return _OPS.register(spec.name, spec)
+
+
+def get_op(name: str) -> OpSpec:
+    """The registered op ``name``; ``ValueError`` listing the known ones otherwise."""
+    return _OPS.get(name)
+
+
+def op_names() -> list[str]:
+    """The registered ops, in registration order."""
+    return _OPS.names()
