@@ -58,3 +58,6 @@ def spmm(A, B: np.ndarray, *, device: str = "cuda"):
 
 SPMM_VARIANTS = {"cupy-cusparse": spmm}
 SDDMM_VARIANTS: dict = {}
+
+# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
+VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}

@@ -47,3 +47,6 @@ def spmm_dense(A, B: np.ndarray, *, device: str = "cpu", limit_bytes: int | None
 
 SPMM_VARIANTS = {"torch-dense": spmm_dense}
 SDDMM_VARIANTS: dict = {}
+
+# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
+VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}

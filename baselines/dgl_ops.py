@@ -73,3 +73,6 @@ def sddmm_gsddmm(A, X: np.ndarray, Y: np.ndarray):
 
 SPMM_VARIANTS = {"dgl-gspmm": spmm_gspmm}
 SDDMM_VARIANTS = {"dgl-gsddmm": sddmm_gsddmm}
+
+# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
+VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}

@@ -73,3 +73,6 @@ def spmm_utils(A, B: np.ndarray, *, device: str = "cpu"):
 
 SPMM_VARIANTS = {"pyg-edgeindex": spmm_edge_index, "pyg-spmm": spmm_utils}
 SDDMM_VARIANTS: dict = {}
+
+# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
+VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}

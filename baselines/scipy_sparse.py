@@ -89,3 +89,6 @@ def sddmm(A: sp.spmatrix, X: np.ndarray, Y: np.ndarray):
 
 SPMM_VARIANTS = {"scipy": spmm}
 SDDMM_VARIANTS = {"scipy": sddmm}
+
+# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
+VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}

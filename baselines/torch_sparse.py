@@ -144,3 +144,6 @@ SPMM_VARIANTS = {
     "torch-reduce-sum": spmm_reduce_sum,
 }
 SDDMM_VARIANTS = {"torch-sampled-addmm": sddmm_sampled_addmm}
+
+# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
+VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}

@@ -1,33 +1,37 @@
 """One benchmark case as the workflow runs it: every contender on one (op, matrix, feature size).
 
-It composes the pieces of :mod:`sparsetir.bench.quick` (case, contender preparation and
-correctness check, timing) and turns each contender's outcome into a validated result record
+It composes the pieces of :mod:`sparsetir.bench.engine` (contender preparation and
+correctness check, timing) with the op's reference (case, flops) and turns each contender's outcome into a validated result record
 (:mod:`sparsetir.bench.records`). A contender that cannot be built, fails, or computes a wrong
 result gets a record saying so; it never stops the others.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from .quick import (BASELINE_MODULES, OPS, Row, contender_rows, measure_copy_bandwidth, time_rows,
-                    variant_name)
+from ..reference import get_reference
+from ..timing import CUDA_FLUSH_BYTES, TimingPolicy, time_cuda
+from .engine import (
+    BASELINE_MODULES,
+    KernelFactory,
+    Row,
+    contender_rows,
+    measure_copy_bandwidth,
+    time_rows,
+    variant_name,
+)
 from .records import ALL_CONTENDERS, make_record, provenance
-from .timer import CUDA_FLUSH_BYTES, time_cuda
 
 __all__ = ["REASON_CHARS", "flops", "measure_bandwidth", "run_case", "short_reason", "status_of", "unavailable_records"]
 
 
 def flops(op: str, nnz: int, feat: int) -> int:
-    """Useful floating-point operations: SpMM ``2 nnz F``; SDDMM ``2 nnz F + nnz`` (the scaling)."""
-    if op == "spmm":
-        return 2 * nnz * feat
-    if op == "sddmm":
-        return 2 * nnz * feat + nnz
-    raise ValueError(f"unknown op {op!r}; expected 'spmm' or 'sddmm'")
+    """Useful floating-point operations of ``op`` (its reference's flops model)."""
+    return get_reference(op).flops(nnz, feat)
 
 
 #: Reasons are kept to one line of at most this many characters (a TVM error can hold a whole IR dump).
@@ -52,16 +56,16 @@ def status_of(row: Row) -> tuple[str, str | None]:
     return "failed", error
 
 
-def measure_bandwidth(timing: dict, device: str) -> dict:
+def measure_bandwidth(timing: TimingPolicy, device: str) -> dict:
     """Copy bandwidth in this run: the CPU's (2x LLC copy) or the GPU's (256 MiB device copy)."""
     if device == "cpu":
         return measure_copy_bandwidth(timing)
-    import torch
+    import torch  # noqa: PLC0415 - only on a GPU host, after the thread settings
 
     size = CUDA_FLUSH_BYTES
     source = torch.ones(size, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)
-    stats = time_cuda(lambda: target.copy_(source), samples=min(timing.get("samples", 30), 30))
+    stats = time_cuda(lambda: target.copy_(source), timing, samples=min(timing.samples, 30))
     return {"bytes": 2 * size, "bytes_per_s": 2 * size / stats.median, "method": "torch copy_ on the GPU",
             "stats": {"copy_": stats.to_dict()}}
 
@@ -81,7 +85,8 @@ def run_case(
     matrix: sp.csr_matrix,
     feat: int,
     sparsetir_formats: Mapping[str, str | dict],
-    timing: dict,
+    timing: TimingPolicy,
+    kernel_factory: KernelFactory | None = None,
     baseline_modules: Sequence[str] = BASELINE_MODULES,
     options: Mapping[str, Mapping] | None = None,
     exclude: Sequence[str] = (),
@@ -89,18 +94,21 @@ def run_case(
     seed: int = 0,
     bandwidth: dict | None = None,
 ) -> list[dict]:
-    """Prepare, check and time every contender; return one record per contender."""
-    if op not in OPS:
-        raise ValueError(f"unknown op {op!r}; expected one of {', '.join(OPS)}")
+    """Prepare, check and time every contender; return one record per contender.
+
+    ``kernel_factory`` builds the sparsetir contenders (the op's ``OpSpec.benchmark_kernel``);
+    ``timing`` is the policy every contender is timed under.
+    """
+    reference = get_reference(op)  # a ValueError naming the known ops
     if not isinstance(feat, int) or feat < 1:
         raise ValueError(f"feat must be a positive integer, got {feat!r}")
-    case = OPS[op].make_case(matrix, feat, np.random.default_rng(seed))
-    rows = contender_rows(op, matrix, case, sparsetir_formats, set(exclude), baseline_modules=baseline_modules,
-                          device=device, options=options)
+    case = reference.make_case(matrix, feat, np.random.default_rng(seed))
+    rows = contender_rows(op, matrix, case, sparsetir_formats, set(exclude), kernel_factory=kernel_factory,
+                          baseline_modules=baseline_modules, device=device, options=options)
     bandwidth = bandwidth or measure_bandwidth(timing, device)
     time_rows(op, rows, case, bandwidth["bytes_per_s"], timing, device)
-    where = provenance(device=device, flush=timing.get("flush", True),
-                       extra={"timing": dict(timing), "copy_bandwidth": {k: bandwidth[k] for k in ("bytes", "bytes_per_s", "method")}})
+    where = provenance(device=device, flush=timing.flush,
+                       extra={"timing": timing.to_dict(), "copy_bandwidth": {k: bandwidth[k] for k in ("bytes", "bytes_per_s", "method")}})
     variants = {name: variant_name(spec) for name, spec in sparsetir_formats.items()}
     records = []
     for row in rows:

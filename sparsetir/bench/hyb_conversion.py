@@ -6,7 +6,7 @@ Graphs: a synthetic power-law 200k x 200k matrix with about 1M non-zeros (seeded
 ``$SPARSETIR_DATA_MIRROR`` is set, the largest shared graph (``amazon_cs``). Each conversion
 ``Hyb(c).convert(A)`` starts from a canonical scipy CSR matrix and includes the validation,
 the default bucket choice and every array the kernels index. Times go through the project's
-one timer (``sparsetir.bench.timer.time_cpu``, cache flush before every sample).
+one timer (``sparsetir.timing.time_cpu``, cache flush before every sample).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from sparsetir.bench.timer import time_cpu
-from sparsetir.formats import Hyb
+from ..data import load
+from ..formats import Hyb
+from ..timing import time_cpu
 
 TARGET_S = 0.3
 
@@ -42,9 +43,7 @@ def power_law_matrix(rows: int = 200_000, nnz: int = 1_000_000, seed: int = 0) -
 def graphs() -> dict:
     found = {"power-law 200k": power_law_matrix()}
     if os.environ.get("SPARSETIR_DATA_MIRROR"):
-        from sparsetir import data
-
-        found["amazon_cs"] = data.load("amazon_cs")
+        found["amazon_cs"] = load("amazon_cs")
     return found
 
 
@@ -60,7 +59,7 @@ def main(argv=None) -> None:
         for c in col_parts:
             fmt = Hyb(c)
             buckets = fmt.resolve(matrix).buckets
-            stats = time_cpu(lambda: fmt.convert(matrix), warmup_s=0.0, min_warmup=1, samples=args.samples,
+            stats = time_cpu(lambda fmt=fmt, matrix=matrix: fmt.convert(matrix), warmup_s=0.0, min_warmup=1, samples=args.samples,
                              min_samples=args.samples)
             verdict = "ok" if stats.median <= TARGET_S else f"SLOW (> {TARGET_S} s)"
             widths = f"{buckets[0]}..{buckets[-1]} ({len(buckets)})"

@@ -22,10 +22,10 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
-from .timer import environment_info
+from ..timing import environment_info
 
 __all__ = [
     "ALL_CONTENDERS",

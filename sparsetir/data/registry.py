@@ -15,6 +15,7 @@ are not in the mirror; their digests cannot be known here, so they are recorded 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -432,3 +433,11 @@ def load_relational(name: str) -> RelationalGraph:
 def clear_caches() -> None:
     """Forget the parsed matrices held by this process (checksums stay cached per file mtime)."""
     _parsed.cache_clear()
+
+
+_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def dataset_slug(name: str) -> str:
+    """A file-name-safe form of a dataset name or generator spec (``rmat:12:16`` -> ``rmat-12-16``)."""
+    return _SLUG_UNSAFE.sub("-", name).strip("-")

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sparsetir.bench.bundle import BundleTooLarge, build_bundle, folder_bytes, ingest, read_manifest, runner_wheels
 from sparsetir.bench.records import read_records
-from sparsetir.tune.bundle import BundleTooLarge, build_bundle, folder_bytes, read_manifest, runner_wheels
-from sparsetir.tune.bundle_ingest import ingest
 
 CORA_FEAT = 8
 REPO_ROOT = Path(__file__).resolve().parents[2]  # run.sh finds the working tree in its current folder
@@ -52,6 +51,7 @@ def test_llvm_bundle_holds_kernels_inputs_runtime_and_a_runner(llvm_bundle):
     assert manifest["wheels"] == [] and folder_bytes(llvm_bundle) < 60 << 20
 
 
+@pytest.mark.slow
 def test_runner_checks_times_and_ingest_picks_the_best(llvm_bundle, tmp_path, monkeypatch):
     """One candidate's values are doubled in the bundle: the runner must call it wrong, and
     ingest must pick the fastest of the correct ones."""
@@ -91,7 +91,7 @@ def test_runner_checks_times_and_ingest_picks_the_best(llvm_bundle, tmp_path, mo
 
 def test_the_database_key_is_the_one_format_auto_looks_up(llvm_bundle):
     from sparsetir.backend import normalize_target
-    from sparsetir.bench.quick import load_matrix
+    from sparsetir.bench.datasets import load_matrix
     from sparsetir.formats import read_sparse_input
     from sparsetir.tune import fingerprint, tuning_key
 
@@ -100,6 +100,7 @@ def test_the_database_key_is_the_one_format_auto_looks_up(llvm_bundle):
     assert read_manifest(llvm_bundle)["cases"][0]["tuning_key"] == key
 
 
+@pytest.mark.slow
 def test_runner_starts_no_case_past_its_time_limit(llvm_bundle, tmp_path):
     run = run_bundle(llvm_bundle, tmp_path / "out", "--time-limit-s", "0.001")
     assert run.returncode == 0, run.stderr
@@ -108,6 +109,7 @@ def test_runner_starts_no_case_past_its_time_limit(llvm_bundle, tmp_path):
     assert not list((tmp_path / "out" / "records").glob("*.json"))
 
 
+@pytest.mark.slow
 def test_cuda_bundle_has_device_code_and_stays_under_the_limit(tmp_path):
     from sparsetir.backend.cuda import nvcc_available
     from sparsetir.backend.fatbin import fatbin_entries

@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparsetir.bench import quick
+from sparsetir.bench import engine, quick, threads
+from sparsetir.bench.datasets import load_matrix
+from sparsetir.bench.locality import local_columns
+from sparsetir.reference import get_reference
+
+SPMM = get_reference("spmm")
 
 SMALL = "synthetic:300x200:0.05"
 FAST = ["--samples", "5", "--max-time-s", "1"]
@@ -49,28 +54,28 @@ def test_quick_runs_end_to_end_on_a_synthetic_matrix(op, libraries, tmp_path, ca
 def test_spin_limits_are_set_for_the_cli_process(monkeypatch):
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
     monkeypatch.setenv("TVM_THREAD_POOL_SPIN_COUNT", "7")
-    quick.configure_threads(2)
+    threads.configure_threads(2)
     assert os.environ["GOMP_SPINCOUNT"] == "10000"
     assert os.environ["TVM_THREAD_POOL_SPIN_COUNT"] == "7"  # a user's setting wins
 
 
 def test_a_wrong_contender_is_reported_not_timed():
     A = sp.random(20, 10, density=0.3, format="csr", dtype=np.float32, random_state=0)
-    case = quick.spmm_case(A, 4, np.random.default_rng(0))
+    case = SPMM.make_case(A, 4, np.random.default_rng(0))
     B = case.inputs[0]
-    right = quick.prepare(quick.Row("right", "conversion"), lambda: (lambda: A @ B), case)
-    wrong = quick.prepare(quick.Row("wrong", "conversion"), lambda: (lambda: A @ B + 1e-3), case)
-    broken = quick.prepare(quick.Row("broken", "conversion"), lambda: 1 / 0, case)
+    right = engine.prepare(engine.Row("right", "conversion"), lambda: (lambda: A @ B), case)
+    wrong = engine.prepare(engine.Row("wrong", "conversion"), lambda: (lambda: A @ B + 1e-3), case)
+    broken = engine.prepare(engine.Row("broken", "conversion"), lambda: 1 / 0, case)
     assert right.error is None and right.run is not None
     assert wrong.error.startswith("wrong result") and wrong.run is None
     assert broken.error.startswith("unavailable: ZeroDivisionError") and broken.run is None
 
 
 def test_synthetic_spec_is_validated():
-    A = quick.load_matrix("synthetic:50x40:0.1", seed=0)
+    A = load_matrix("synthetic:50x40:0.1", seed=0)
     assert A.shape == (50, 40) and A.dtype == np.float32 and A.has_canonical_format
     with pytest.raises(ValueError, match="synthetic:<m>x<n>:<density>"):
-        quick.load_matrix("synthetic:50by40", seed=0)
+        load_matrix("synthetic:50by40", seed=0)
 
 
 def test_excluded_contenders_are_not_run(capsys):
@@ -79,6 +84,7 @@ def test_excluded_contenders_are_not_run(capsys):
     assert "torch-dense" not in printed.split("feat 4")[1].split("geomean")[0]
 
 
+@pytest.mark.slow
 def test_tune_adds_a_tuned_contender_with_its_tuning_time(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SPARSETIR_TUNE_DATABASE", str(tmp_path / "db.jsonl"))
     out_json = tmp_path / "records.json"
@@ -102,13 +108,11 @@ def test_locality_bound_is_timed_and_checked_against_its_own_matrix(op, tmp_path
 
 
 def test_locality_bound_refuses_a_kernel_that_computes_the_real_product():
-    A = quick.load_matrix(SMALL, seed=0)
-    case = quick.spmm_case(A, 4, np.random.default_rng(0))
-    real = quick.prepare(quick.Row("real", "conversion"), lambda: (lambda: A @ case.inputs[0]),
-                         quick.spmm_reference(A, case.inputs[0]))
+    A = load_matrix(SMALL, seed=0)
+    case = SPMM.make_case(A, 4, np.random.default_rng(0))
+    real = engine.prepare(engine.Row("real", "conversion"), lambda: (lambda: A @ case.inputs[0]),
+                         SPMM.reference(A, case.inputs[0]))
     assert real.error is None
-    from sparsetir.bench.locality import local_columns
-
-    wrong = quick.prepare(quick.Row("wrong", "conversion"), lambda: (lambda: A @ case.inputs[0]),
-                          quick.spmm_reference(local_columns(A), case.inputs[0]))
+    wrong = engine.prepare(engine.Row("wrong", "conversion"), lambda: (lambda: A @ case.inputs[0]),
+                          SPMM.reference(local_columns(A), case.inputs[0]))
     assert wrong.error.startswith("wrong result")

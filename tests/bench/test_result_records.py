@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparsetir.bench import case_runner, quick, records
-from sparsetir.bench.timer import Stats
+from sparsetir import timing
+from sparsetir.bench import case_runner, engine, records
+from sparsetir.ops import get_op
+from sparsetir.reference import get_reference
+from sparsetir.timing import Stats, TimingPolicy
 
 STATS = Stats.from_samples([0.003, 0.001, 0.002, 0.004]).to_dict()
 
@@ -108,7 +111,7 @@ def test_provenance_names_versions_device_and_flush():
     assert "gpu_clocks" not in info
 
 
-FAST = {"flush": False, "samples": 3, "max_time_s": 0.2, "warmup_s": 0.0, "min_warmup": 1, "min_samples": 3}
+FAST = TimingPolicy(flush=False, samples=3, max_time_s=0.2, warmup_s=0.0, min_warmup=1, min_samples=3)
 
 
 def test_run_case_gives_one_record_per_contender_and_a_reason_for_each_failure():
@@ -116,6 +119,7 @@ def test_run_case_gives_one_record_per_contender_and_a_reason_for_each_failure()
     bandwidth = {"bytes": 1, "bytes_per_s": 1e10, "method": "test"}
     out = case_runner.run_case(
         experiment="spmm", op="spmm", dataset="tiny", matrix=A, feat=4, timing=FAST, bandwidth=bandwidth,
+        kernel_factory=get_op("spmm").benchmark_kernel,
         sparsetir_formats={"sparsetir-csr": "csr", "sparsetir-bad": "no-such-format"},
         baseline_modules=["baselines.scipy_sparse", "baselines.cupy_sparse", "baselines.no_such_library"],
     )
@@ -131,9 +135,9 @@ def test_run_case_gives_one_record_per_contender_and_a_reason_for_each_failure()
 
 
 def test_status_of_a_wrong_or_failing_contender():
-    assert case_runner.status_of(quick.Row("x", "conversion", error="wrong result: at (0, 0)")) == (
+    assert case_runner.status_of(engine.Row("x", "conversion", error="wrong result: at (0, 0)")) == (
         "wrong", "wrong result: at (0, 0)")
-    assert case_runner.status_of(quick.Row("x", "conversion", error="failed when called: boom"))[0] == "failed"
+    assert case_runner.status_of(engine.Row("x", "conversion", error="failed when called: boom"))[0] == "failed"
 
 
 def test_unavailable_dataset_gives_one_star_record_per_feat():
@@ -147,14 +151,13 @@ def test_gpu_timing_path_uses_the_cuda_timer(monkeypatch):
     """time_rows on a GPU times each row with time_cuda (here over a simulated device)."""
     from fake_cuda import FakeClock, FakeDevice, fake_kernel
 
-    from sparsetir.bench import timer
-
     clock = FakeClock()
     kernel, _calls = fake_kernel(clock, ms=2.0)
-    monkeypatch.setattr(quick, "time_cuda", lambda fn, **kw: timer.time_cuda(fn, device=FakeDevice(clock, 0.1), **kw))
+    monkeypatch.setattr(engine, "time_cuda",
+                        lambda fn, policy, **kw: timing.time_cuda(fn, policy, device=FakeDevice(clock, 0.1), **kw))
     A = sp.random(10, 10, density=0.3, format="csr", dtype=np.float32, random_state=0)
-    case = quick.spmm_case(A, 4, np.random.default_rng(0))
-    row = quick.Row("torch-csr-i32", "conversion", run=kernel)
-    quick.time_rows("spmm", [row], case, 1e12, {"samples": 100, "flush": True, "seed": 0}, device="cuda")
+    case = get_reference("spmm").make_case(A, 4, np.random.default_rng(0))
+    row = engine.Row("torch-csr-i32", "conversion", run=kernel)
+    engine.time_rows("spmm", [row], case, 1e12, TimingPolicy(samples=100), device="cuda")
     assert row.stats.n == 100 and row.stats.median == pytest.approx(2e-3)
     assert clock.zeroed >= 100  # the L2 flush before every sample

@@ -1,4 +1,4 @@
-"""Workflow step: build the GPU bundle (``sparsetir.tune.bundle.build_bundle``) from config ``bundle``.
+"""Workflow step: build the GPU bundle (``sparsetir.bench.bundle.build_bundle``) from config ``bundle``.
 
 Datasets in the config's ``hyb`` table get the paper's setting as an extra hyb candidate.
 """
@@ -9,7 +9,7 @@ def main(output: str, settings: dict | None, hyb_table: dict, seed: int) -> dict
         raise ValueError("the config has no bundle section (see workflows/config/default.yaml)")
     from harness_config import hyb_format
 
-    from sparsetir.tune.bundle import build_bundle
+    from sparsetir.bench.bundle import build_bundle
 
     extra = {name: hyb_format(name, hyb_table) for name in settings["datasets"] if name in hyb_table}
     return build_bundle(output, settings["datasets"], settings["feats"], target=settings["target"],
@@ -19,4 +19,7 @@ def main(output: str, settings: dict | None, hyb_table: dict, seed: int) -> dict
 
 
 if "snakemake" in globals():
-    main(snakemake.output[0], snakemake.params.bundle, snakemake.params.hyb, snakemake.params.seed)
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        main(snakemake.output[0], snakemake.params.bundle, snakemake.params.hyb, snakemake.params.seed)

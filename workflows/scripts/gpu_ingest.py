@@ -1,9 +1,9 @@
-"""Workflow step: ingest a GPU run's records (``sparsetir.tune.bundle_ingest.ingest``); write a summary."""
+"""Workflow step: ingest a GPU run's records (``sparsetir.bench.bundle.ingest``); write a summary."""
 
 
 def main(records: str, reference_dir: str, output: str) -> list[dict]:
+    from sparsetir.bench.bundle import ingest
     from sparsetir.bench.records import write_json_atomic
-    from sparsetir.tune.bundle_ingest import ingest
 
     added = ingest(records, reference_dir=reference_dir)
     write_json_atomic(output, {"records": records, "reference_dir": reference_dir, "database_entries": [
@@ -12,4 +12,7 @@ def main(records: str, reference_dir: str, output: str) -> list[dict]:
 
 
 if "snakemake" in globals():
-    main(snakemake.input.records, snakemake.params.reference_dir, snakemake.output[0])
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        main(snakemake.input.records, snakemake.params.reference_dir, snakemake.output[0])

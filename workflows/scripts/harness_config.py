@@ -6,16 +6,12 @@ generator specs, hyb bucket order, references) and raises ``ValueError`` naming 
 """
 
 
-import re
+from sparsetir.data import dataset_slug
 
 PENDING_EXPERIMENTS = ("attention", "conv", "rgcn", "sage")
 BEST_CPU = "best-cpu-library"
-_SLUG_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def dataset_slug(name: str) -> str:
-    """A file-name-safe form of a dataset name or generator spec (``rmat:12:16`` -> ``rmat-12-16``)."""
-    return _SLUG_UNSAFE.sub("-", name).strip("-")
+__all__ = ["BEST_CPU", "PENDING_EXPERIMENTS", "cases", "check_config", "dataset_names", "dataset_slug",
+           "hyb_format", "sparsetir_formats", "uses_tuning"]
 
 
 def hyb_format(dataset: str, hyb_table: dict) -> str:

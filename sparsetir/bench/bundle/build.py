@@ -1,8 +1,8 @@
-"""Tune on a CPU host, measure on a GPU host: build a bundle of compiled candidates, ingest the records.
+"""Build a GPU bundle here (the compile host), and the command line of the bundle package.
 
-    python -m sparsetir.tune.bundle build --dataset cora --dataset pubmed --feat 64 --out results/gpu-bundle
+    python -m sparsetir.bench.bundle build --dataset cora --dataset pubmed --feat 64 --out results/gpu-bundle
     bash results/gpu-bundle/run.sh --out "$OUT"          # on the GPU host (no TVM compiler needed)
-    python -m sparsetir.tune.bundle ingest --records <folder the records came back in>
+    python -m sparsetir.bench.bundle ingest --records <folder the records came back in>
 
 ``build`` compiles a short list of SpMM candidates (``shortlist``: CSR and the best few hyb
 settings x a few knob settings) per (dataset, feature size), with real device code for CUDA,
@@ -17,11 +17,11 @@ and writes a folder no larger than ``max_bytes`` (60 MiB):
 ``lib/``           libtvm_runtime.so (+ libtvm_runtime_cuda.so, libcudart.so.13 for CUDA)
 ``wheels/``        the apache-tvm-ffi wheel for the GPU host's Python (3.12), and typing-extensions
 ``manifest.json``  cases, candidates (config, files, tuning key), timing, versions, provenance
-``run.sh``         installs the wheels when tvm_ffi is missing, then runs ``bundle_runner``
+``run.sh``         installs the wheels when tvm_ffi is missing, then runs ``runner.py``
 =================  ====================================================================
 
-The runner (:mod:`sparsetir.tune.bundle_runner`) runs from the repository's working tree on
-the GPU host; ``ingest`` lives in :mod:`sparsetir.tune.bundle_ingest`.
+The runner (:mod:`sparsetir.bench.bundle.runner`) runs from the repository's working tree on
+the GPU host; ``ingest`` lives in :mod:`sparsetir.bench.bundle.ingestion`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import importlib.metadata
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -43,16 +43,25 @@ from pathlib import Path
 
 import numpy as np
 
-BUNDLE_FORMAT = "sparsetir-bundle/1"
+from ...backend import device_of, normalize_target
+from ...backend.cache import cache_dir
+from ...backend.cuda import find_nvcc
+from ...data import dataset_slug, is_generated, names
+from ...formats import read_sparse_input
+from ...ops import get_op
+from ...timing import BUNDLE, TimingPolicy, package_versions
+from ...tune.database import TuningDatabase, tuning_key
+from ...tune.fingerprint import fingerprint
+from ...tune.shortlist import DEFAULT_RANKED_FORMATS, shortlist
+from ...version import __version__
+from ..datasets import load_matrix
+from .ingestion import ingest
+from .manifest import BUNDLE_FORMAT
+
 MAX_BUNDLE_BYTES = 60 << 20
 DEFAULT_LIMIT = 6  # candidates per (dataset, feature size)
 DEFAULT_FEATS = (32, 64, 128, 256)
 DEFAULT_TIME_LIMIT_S = {"cuda": 300.0, "cpu": 120.0}  # the runner stops starting cases after this
-DEFAULT_TIMING = {
-    "cuda": {"flush": True, "samples": 100, "min_samples": 100, "max_time_s": 1.0, "warmup_s": 0.025,
-             "min_warmup": 10},
-    "cpu": {"flush": True, "samples": 30, "min_samples": 10, "max_time_s": 1.0, "warmup_s": 0.01, "min_warmup": 3},
-}
 DEFAULT_BASELINES = {"cuda": ("torch_sparse", "dense", "cupy_sparse"), "cpu": ("scipy_sparse", "torch_sparse")}
 BASELINE_OPTIONS = {"cuda": {"torch-dense": {"limit_bytes": 16 << 30}},
                     "cpu": {"torch-dense": {"limit_bytes": 64 << 20}}}
@@ -89,7 +98,7 @@ export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 export SPARSETIR_TVM_RUNTIME_DIR="$BUNDLE/lib"
 export TVM_USE_RUNTIME_LIB=1
 cd "$REPO"
-exec "$PYTHON" -m sparsetir.tune.bundle_runner "$BUNDLE" "$@"
+exec "$PYTHON" -m sparsetir.bench.bundle.runner "$BUNDLE" "$@"
 """
 
 
@@ -125,8 +134,6 @@ def check_size(folder: Path, max_bytes: int, what: str) -> int:
 
 def tvm_library_dir() -> Path:
     """The installed apache-tvm wheel's ``tvm/lib`` (never ``$SPARSETIR_TVM_RUNTIME_DIR``)."""
-    import importlib.metadata
-
     try:
         return Path(importlib.metadata.distribution("apache-tvm").locate_file("tvm/lib"))
     except importlib.metadata.PackageNotFoundError:
@@ -135,8 +142,6 @@ def tvm_library_dir() -> Path:
 
 def cudart_path() -> Path:
     """``libcudart.so.13`` of the CUDA toolkit: beside nvcc, in ``$CUDA_HOME``/``$CUDA_PATH`` or /usr/local/cuda*."""
-    from ..backend.cuda import find_nvcc
-
     nvcc = find_nvcc()
     homes = [Path(nvcc).resolve().parent.parent] if nvcc else []
     homes += [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
@@ -164,8 +169,6 @@ def copy_runtime_libraries(lib: Path, device: str) -> list[str]:
 def runner_wheels(*, python: str = GPU_HOST_PYTHON) -> list[Path]:
     """The wheels the runner needs on a host without TVM (apache-tvm-ffi and its one dependency,
     typing-extensions) for ``python``, manylinux x86-64, each downloaded once into the cache."""
-    from ..backend.cache import cache_dir
-
     tag = f"cp{python.replace('.', '')}"
     folder = cache_dir() / "wheels" / tag
     wheels = []
@@ -236,14 +239,7 @@ def _store_candidate_files(bundle: Path, kernel, scratch: Path) -> tuple[str, st
 # ---------------------------------------------------------------- build
 
 
-def dataset_slug(name: str) -> str:
-    """A file-name-safe form of a dataset name or generator spec (``rmat:12:16`` -> ``rmat-12-16``)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
-
-
 def _check_datasets(datasets) -> list[str]:
-    from ..data import is_generated, names
-
     if isinstance(datasets, str) or not datasets:
         raise ValueError(f"datasets must be a non-empty list of dataset names, got {datasets!r}")
     known = set(names())
@@ -264,27 +260,21 @@ def _check_feats(feats) -> list[int]:
 
 
 def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: int = DEFAULT_LIMIT,
-                 hyb_formats: dict | None = None, knob_settings=None, hyb_settings: int | None = None,
-                 seed: int = 0, timing: dict | None = None, baselines=None, time_limit_s: float | None = None,
-                 max_bytes: int = MAX_BUNDLE_BYTES, wheel: bool | None = None, progress: bool = True) -> dict:
+                 hyb_formats: dict | None = None, knob_settings=None, ranked: int = DEFAULT_RANKED_FORMATS,
+                 seed: int = 0, timing: TimingPolicy | dict | None = None, baselines=None, time_limit_s: float | None = None,
+                 max_bytes: int = MAX_BUNDLE_BYTES, wheel: bool | None = None, progress: bool = True,
+                 op: str = "spmm") -> dict:
     """Compile the candidates of every (dataset, feat) and write the bundle folder ``out``; returns its manifest.
 
     ``target``: "cuda" (default) or "llvm" (a CPU bundle, for testing the runner here).
     ``hyb_formats``: dataset -> an extra hyb format string (e.g. the paper's setting).
+    ``ranked``: formats ranked by their static cost on the list (``tune.shortlist``).
     ``wheel``: carry the apache-tvm-ffi and typing-extensions wheels (default: required for CUDA;
     for llvm tried, and left out with a warning when the download fails; ``False``: left out, for
     hosts that have tvm_ffi). The folder is built beside ``out`` and moved into place only when
     complete; ``BundleTooLarge`` (a ValueError) past ``max_bytes``.
     """
-    import sparsetir
-    from ..backend import device_of, normalize_target
-    from ..bench.quick import load_matrix
-    from ..bench.timer import package_versions
-    from ..formats import read_sparse_input
-    from .database import tuning_key
-    from .fingerprint import fingerprint
-    from .shortlist import DEFAULT_HYB_SETTINGS, shortlist
-
+    spec = get_op(op)
     datasets, feats = _check_datasets(datasets), _check_feats(feats)
     target = normalize_target(target)
     device = device_of(target)
@@ -329,14 +319,14 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                 extra = [hyb_formats[dataset]] if dataset in hyb_formats else []
                 for feat in feats:
                     case_started = time.perf_counter()
-                    configs = shortlist(matrix, device, limit=limit, extra_formats=extra, knob_settings=knob_settings,
-                                        hyb_settings=DEFAULT_HYB_SETTINGS if hyb_settings is None else hyb_settings)
+                    configs = shortlist(matrix, device, op=op, limit=limit, extra_formats=extra, knob_settings=knob_settings,
+                                        ranked=ranked)
                     if not configs:
                         raise ValueError(f"{dataset} feat {feat}: the candidate list is empty")
-                    key = tuning_key("spmm", matrix_fingerprint, feat, "float32", target)
+                    key = tuning_key(op, matrix_fingerprint, feat, "float32", target)
                     candidates, new = [], 0
                     for index, config in enumerate(configs):
-                        kernel = sparsetir.compile_spmm(A, feat, target=target, dtype="float32", **config)
+                        kernel = spec.compile(A, feat, target=target, dtype="float32", **config)
                         library, is_new = _store_library(staging, Path(kernel.function.library))
                         new += is_new
                         manifest_rel, structure_rel = _store_candidate_files(staging, kernel, Path(scratch))
@@ -351,12 +341,12 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                     _say(progress, f"{dataset} feat {feat}: {len(candidates)} candidates ({new} new kernel(s)) in "
                                    f"{time.perf_counter() - case_started:.1f} s; bundle {_mib(size)}")
         manifest = {
-            "format": BUNDLE_FORMAT, "id": uuid.uuid4().hex[:12], "op": "spmm", "target": target, "device": device,
+            "format": BUNDLE_FORMAT, "id": uuid.uuid4().hex[:12], "op": op, "target": target, "device": device,
             "dtype": "float32", "seed": seed,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "build": {"host": platform.node(), "versions": {"sparsetir": sparsetir.__version__, **package_versions()},
+            "build": {"host": platform.node(), "versions": {"sparsetir": __version__, **package_versions()},
                       "seconds": None},
-            "timing": dict(timing or DEFAULT_TIMING[device]),
+            "timing": TimingPolicy.from_mapping(timing, BUNDLE[device]).to_dict(),
             "time_limit_s": float(time_limit_s or DEFAULT_TIME_LIMIT_S[device]),
             "baselines": list(DEFAULT_BASELINES[device] if baselines is None else baselines),
             "baseline_options": BASELINE_OPTIONS[device],
@@ -381,22 +371,11 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
     return manifest
 
 
-def read_manifest(bundle) -> dict:
-    """A bundle's manifest, checked to be one."""
-    path = Path(bundle) / "manifest.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: is {bundle} a bundle (python -m sparsetir.tune.bundle build)?")
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != BUNDLE_FORMAT:
-        raise ValueError(f"{path} is not a {BUNDLE_FORMAT} manifest (format {manifest.get('format')!r})")
-    return manifest
-
-
 # ---------------------------------------------------------------- CLI
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sparsetir.tune.bundle", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sparsetir.bench.bundle", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="compile candidates into a bundle folder")
     build.add_argument("--dataset", action="append", required=True, help="dataset name (repeatable)")
@@ -436,9 +415,6 @@ def main(argv: list[str] | None = None) -> int:
                      hyb_formats=_hyb_option(args.hyb), time_limit_s=args.time_limit_s,
                      max_bytes=int(args.max_mib * 2**20), wheel=False if args.no_wheel else None, seed=args.seed)
         return 0
-    from ..tune.database import TuningDatabase
-    from .bundle_ingest import ingest
-
     ingest(args.records, reference_dir=args.reference_dir,
            database=TuningDatabase(args.database) if args.database else None)
     return 0

@@ -18,7 +18,9 @@ import datetime
 import sys
 from pathlib import Path
 
-from .bundle_runner import CANDIDATE_PREFIX
+from ...tune.database import TuningDatabase
+from ..records import read_records, validate_record, write_json_atomic
+from .manifest import is_candidate_name
 
 SUMMARY_CONTENDERS = {"sparsetir-tuned": None, "sparsetir-csr": "csr", "sparsetir-hyb": "hyb"}
 
@@ -36,7 +38,7 @@ def record_files(folder) -> list[Path]:
 
 
 def is_candidate(record: dict) -> bool:
-    return record["contender"].startswith(CANDIDATE_PREFIX + "[") and isinstance(record.get("candidate"), dict)
+    return is_candidate_name(record["contender"]) and isinstance(record.get("candidate"), dict)
 
 
 def best_candidates(records: list[dict], format_family: str | None = None) -> dict:
@@ -74,9 +76,6 @@ def _summary_record(record: dict, contender: str, ingested: str, source: Path) -
 
 def ingest(records_dir, *, reference_dir="results/reference/gpu", database=None, progress: bool = True) -> list[dict]:
     """Add the best candidate of every case to the database and write the reference records; the added entries."""
-    from ..bench.records import read_records, validate_record, write_json_atomic
-    from .database import TuningDatabase
-
     database = database if database is not None else TuningDatabase()
     reference_dir = Path(reference_dir)
     ingested = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -88,7 +87,7 @@ def ingest(records_dir, *, reference_dir="results/reference/gpu", database=None,
             if is_candidate(record) and not isinstance(record["candidate"].get("tuning_key"), dict):
                 raise ValueError(f"{path}: candidate record {record['contender']} has no tuning key")
         winners = best_candidates(records)
-        merged = [r for r in records if not r["contender"].startswith(CANDIDATE_PREFIX + "[")]
+        merged = [r for r in records if not is_candidate_name(r["contender"])]
         for contender, family in SUMMARY_CONTENDERS.items():
             for record in best_candidates(records, family).values():
                 merged.append(validate_record(_summary_record(record, contender, ingested, path)))

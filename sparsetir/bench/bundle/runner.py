@@ -1,13 +1,14 @@
 """Run a bundle here: check and time its candidates and the baselines, one record file per case.
 
     bash <bundle>/run.sh --out "$OUT"        # sets up tvm_ffi and the runtime, then:
-    python -m sparsetir.tune.bundle_runner <bundle> [--out DIR] [--time-limit-s S] [--dataset D] [--feat F]
+    python -m sparsetir.bench.bundle.runner <bundle> [--out DIR] [--time-limit-s S] [--dataset D] [--feat F]
 
 Only the TVM *runtime* is used: the ``tvm`` package is made unimportable before anything else
 loads, kernels load through :mod:`sparsetir.runtime` from the bundle's ``lib/``
 (``$SPARSETIR_TVM_RUNTIME_DIR``). For each (dataset, feature size) every candidate is checked
-against a float64 reference, then the candidates and baselines are timed with the one timer
-(``bench.quick.time_rows``: CUDA events and a 256 MiB flush on a GPU, interleaved on a CPU).
+against the op's float64 reference (``sparsetir.reference``), then the candidates and baselines
+are timed with the one timer (``bench.engine.time_rows``: CUDA events and a 256 MiB flush on a
+GPU, interleaved on a CPU). Nothing here imports the compiler.
 ``<out>/records/<dataset>-feat<F>.json`` is written after every case and ``<out>/run.json``
 says how far the run got, so a killed run leaves every finished case behind. A case is not
 started when the time limit would be passed (estimated from the slowest case so far).
@@ -24,9 +25,17 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
-EXPERIMENT = "spmm"
-CANDIDATE_PREFIX = "sparsetir"
+from ...reference import get_reference
+from ...runtime import load
+from ...runtime.loader import cuda_available, usable_cores
+from ...timing import TimingPolicy
+from ..case_runner import flops, measure_bandwidth, short_reason, status_of
+from ..engine import Row, contender_rows, prepare, time_rows, variant_name
+from ..records import ALL_CONTENDERS, make_record, provenance, write_json_atomic
+from ..threads import configure_threads
+from .manifest import contender_name, is_candidate_name, read_manifest
 
 
 def block_compiler() -> None:
@@ -46,21 +55,14 @@ def compiler_loaded() -> bool:
 
 def gpu_ready() -> tuple[bool, str]:
     """Whether this process can run CUDA kernels (driver, device, torch with CUDA), and why not."""
-    from ..runtime.loader import cuda_available
-
     ok, why = cuda_available()
     if not ok:
         return False, why
-    import torch
+    import torch  # noqa: PLC0415 - after the thread settings (main), and only for a CUDA bundle
 
     if not torch.cuda.is_available():
         return False, f"torch {torch.__version__} sees no CUDA device"
     return True, ""
-
-
-def contender_name(candidate: dict) -> str:
-    """``sparsetir[<candidate id>]``."""
-    return f"{CANDIDATE_PREFIX}[{candidate['id']}]"
 
 
 def assemble_kernel(bundle: Path, candidate: dict, scratch: Path) -> Path:
@@ -80,8 +82,6 @@ def assemble_kernel(bundle: Path, candidate: dict, scratch: Path) -> Path:
 
 
 def load_input(bundle: Path, entry: dict):
-    import scipy.sparse as sp
-
     with np.load(bundle / entry["file"], allow_pickle=False) as arrays:
         return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(arrays["shape"]))
 
@@ -89,11 +89,9 @@ def load_input(bundle: Path, entry: dict):
 def candidate_factory(library: Path, B: np.ndarray, device: str):
     """``factory() -> run``: load the kernel, move B to the device once, run into a preallocated C."""
     def factory():
-        from ..runtime import load
-
         kernel = load(library)
         if device == "cuda":
-            import torch
+            import torch  # noqa: PLC0415 - only a CUDA bundle needs torch (for device tensors)
 
             B_device = torch.from_numpy(B).cuda()
             out = torch.empty((kernel.output_shape()), dtype=B_device.dtype, device="cuda")
@@ -112,14 +110,8 @@ def candidate_factory(library: Path, B: np.ndarray, device: str):
 def run_case(bundle: Path, manifest: dict, case: dict, A, scratch: Path, bandwidth: dict, timing: dict,
              where: dict) -> list[dict]:
     """Check and time one case's candidates and baselines; one validated record per contender."""
-    from ..bench.case_runner import flops, status_of
-    from ..bench.quick import OPS, Row, contender_rows, prepare, time_rows
-    from ..bench.records import make_record
-    from .space import config_key
-
     device, feat = manifest["device"], case["feat"]
-    spmm = OPS[manifest["op"]]
-    bench_case = spmm.make_case(A, feat, np.random.default_rng(manifest["seed"]))
+    bench_case = get_reference(manifest["op"]).make_case(A, feat, np.random.default_rng(manifest["seed"]))
     rows, candidates = [], {}
     for candidate in case["candidates"]:
         name = contender_name(candidate)
@@ -140,9 +132,9 @@ def run_case(bundle: Path, manifest: dict, case: dict, A, scratch: Path, bandwid
         else:
             times = {"convert_s": row.setup_s, "setup_s": row.setup_s}
         record = make_record(
-            experiment=EXPERIMENT, op=manifest["op"], device=device, dataset=case["dataset"], feat=feat,
+            experiment=manifest["op"], op=manifest["op"], device=device, dataset=case["dataset"], feat=feat,
             contender=row.contender, status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
-            shape=A.shape, nnz=int(A.nnz), variant=config_key(candidate["config"]) if candidate else None,
+            shape=A.shape, nnz=int(A.nnz), variant=variant_name(candidate["config"]) if candidate else None,
             times=times, min_bytes=bench_case.min_bytes, flops=flops(manifest["op"], int(A.nnz), feat),
             copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where)
         if candidate is not None:
@@ -153,10 +145,7 @@ def run_case(bundle: Path, manifest: dict, case: dict, A, scratch: Path, bandwid
 
 
 def failed_records(manifest: dict, case: dict, reason: str, where: dict) -> list[dict]:
-    from ..bench.case_runner import short_reason
-    from ..bench.records import ALL_CONTENDERS, make_record
-
-    return [make_record(experiment=EXPERIMENT, op=manifest["op"], device=manifest["device"], dataset=case["dataset"],
+    return [make_record(experiment=manifest["op"], op=manifest["op"], device=manifest["device"], dataset=case["dataset"],
                         feat=case["feat"], contender=ALL_CONTENDERS, status="failed", reason=short_reason(reason),
                         provenance=where)]
 
@@ -164,8 +153,8 @@ def failed_records(manifest: dict, case: dict, reason: str, where: dict) -> list
 def summary_line(records: list[dict]) -> str:
     """The fastest candidate and baseline of a case, for the progress output."""
     ok = [r for r in records if r["status"] == "ok"]
-    ours = [r for r in ok if r["contender"].startswith(CANDIDATE_PREFIX + "[")]
-    theirs = [r for r in ok if not r["contender"].startswith(CANDIDATE_PREFIX + "[")]
+    ours = [r for r in ok if is_candidate_name(r["contender"])]
+    theirs = [r for r in ok if not is_candidate_name(r["contender"])]
     wrong = sum(r["status"] == "wrong" for r in records)
     parts = []
     if ours:
@@ -180,7 +169,7 @@ def summary_line(records: list[dict]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sparsetir.tune.bundle_runner",
+    parser = argparse.ArgumentParser(prog="python -m sparsetir.bench.bundle.runner",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("bundle", help="the bundle folder (with manifest.json)")
     parser.add_argument("--out", help="where records go (default: $OUT, else <bundle>/results)")
@@ -197,8 +186,6 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     block_compiler()
     bundle = Path(args.bundle).resolve()
-    from .bundle import read_manifest
-
     try:
         manifest = read_manifest(bundle)
     except (FileNotFoundError, ValueError) as error:
@@ -206,19 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     device = manifest["device"]
     os.environ.setdefault("SPARSETIR_TVM_RUNTIME_DIR", str(bundle / "lib"))
-    from ..bench.quick import configure_threads
-    from ..runtime.loader import usable_cores
-
     configure_threads(usable_cores())  # spin limits and thread counts, before torch loads
-    from ..bench.case_runner import measure_bandwidth
-    from ..bench.records import provenance, write_json_atomic
-
     out = Path(args.out or os.environ.get("OUT") or bundle / "results")
     (out / "records").mkdir(parents=True, exist_ok=True)
     limit_s = args.time_limit_s if args.time_limit_s is not None else manifest["time_limit_s"]
-    timing = dict(manifest["timing"])
+    timing = TimingPolicy.from_mapping(manifest["timing"])
     if args.samples:
-        timing.update(samples=args.samples, min_samples=min(timing.get("min_samples", 1), args.samples))
+        timing = timing.replace(samples=args.samples, min_samples=min(timing.min_samples, args.samples))
     cases = [c for c in manifest["cases"] if (not args.dataset or c["dataset"] in args.dataset)
              and (not args.feat or c["feat"] in args.feat)]
     status = {"bundle": manifest["id"], "device": device, "cases_total": len(cases), "cases_done": 0,
@@ -233,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[bundle-run] {status['stopped']}", file=sys.stderr, flush=True)
             return 2
     bandwidth = measure_bandwidth(timing, device)
-    where = provenance(device=device, flush=timing.get("flush", True), extra={
-        "timing": timing, "copy_bandwidth": {k: bandwidth[k] for k in ("bytes", "bytes_per_s", "method")},
+    where = provenance(device=device, flush=timing.flush, extra={
+        "timing": timing.to_dict(), "copy_bandwidth": {k: bandwidth[k] for k in ("bytes", "bytes_per_s", "method")},
         "bundle": {"id": manifest["id"], "created": manifest["created"], "build": manifest["build"],
                    "target": manifest["target"]},
         "runtime_only": True})
