@@ -45,8 +45,8 @@ def _load_cuda_runtime_library() -> None:
     moment; if the stub arrived later (e.g. tvm was imported by a package ``__init__``), load it
     now: its global registrations happen on load.
     """
-    import tvm_ffi
-    from tvm.base import _LOADED_LIBS
+    import tvm_ffi  # noqa: PLC0415 - after the CUDA stub is preloaded (main)
+    from tvm.base import _LOADED_LIBS  # noqa: PLC0415 - after the CUDA stub is preloaded (main)
 
     if tvm_ffi.get_global_func("ffi.Module.create.cuda", allow_missing=True) is not None:
         return
@@ -130,9 +130,9 @@ def build(request: dict) -> dict:
 
     # The stub must be loaded before libtvm_runtime_cuda.so, hence before `import tvm` if possible.
     stub = cuda_stub.preload_stub()
-    import tvm
-    import tvm_ffi
-    import tvm.support.nvcc as tvm_nvcc  # registers TVM's default callback; ours overrides it below
+    import tvm  # noqa: PLC0415 - after the stub, above
+    import tvm.support.nvcc as tvm_nvcc  # noqa: PLC0415 - registers TVM's default callback; ours overrides it
+    import tvm_ffi  # noqa: PLC0415 - after the stub, above
 
     _load_cuda_runtime_library()
 

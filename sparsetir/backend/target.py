@@ -6,16 +6,16 @@ CPU with its conda triple, so ``"llvm"`` names the host CPU explicitly.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from ..runtime.loader import usable_cores
 
 DEFAULT_CUDA_ARCH = "sm_90"
 
 
-@lru_cache(maxsize=None)
+@cache
 def host_cpu() -> str:
-    from tvm.target import codegen
+    from tvm.target import codegen  # noqa: PLC0415 - tvm loads on first build, after the CUDA build stub (backend/cuda_stub.py)
 
     return str(codegen.llvm_get_system_cpu())
 

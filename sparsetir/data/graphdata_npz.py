@@ -22,9 +22,9 @@ __all__ = ["GRAPHDATA_GLOBALS", "read_graphdata_npz"]
 
 def _numpy_reconstruct():
     try:
-        from numpy._core.multiarray import _reconstruct
+        from numpy._core.multiarray import _reconstruct  # noqa: PLC0415 - where numpy 2 keeps it
     except ImportError:  # numpy < 2
-        from numpy.core.multiarray import _reconstruct
+        from numpy.core.multiarray import _reconstruct  # noqa: PLC0415 - where numpy 1 keeps it
     return _reconstruct
 
 

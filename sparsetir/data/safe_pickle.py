@@ -11,6 +11,7 @@ should resolve to. Nothing is imported by name: old spellings (``__builtin__.lis
 
 from __future__ import annotations
 
+import builtins
 import io
 import pickle
 from collections.abc import Iterable, Mapping
@@ -30,8 +31,6 @@ def _allow_map(allowed: Mapping[GlobalName, Any] | Iterable[GlobalName]) -> dict
     if isinstance(allowed, Mapping):
         table = dict(allowed)
     else:
-        import builtins
-
         table = {}
         for pair in allowed:
             module, name = pair

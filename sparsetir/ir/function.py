@@ -85,7 +85,7 @@ class SparseFunction:
         return f"SparseFunction({self.name}, {len(self.iterations)} iteration(s))"
 
     def __str__(self) -> str:
-        from .printer import format_stage1
+        from .printer import format_stage1  # noqa: PLC0415 - the printer imports this module
 
         return format_stage1(self)
 

@@ -41,9 +41,8 @@ from tvm import sym, tirx
 from tvm.ir.expr import TensorLoad
 
 from ..ir.axis import DENSE_FIXED, Axis, FusedAxis
-from ..ir.iteration import WRITTEN
 from ..ir.function import SparseFunction
-from ..ir.iteration import SparseIteration
+from ..ir.iteration import WRITTEN, SparseIteration
 from . import offsets
 from .stage2 import FIND, UPPER_BOUND, Block, Fill, FusedGroup, PositionLoop, Search, Stage2Function, Store
 

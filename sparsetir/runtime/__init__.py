@@ -15,7 +15,24 @@ from .loader import cuda_available
 
 
 def load(path):
-    """Load an exported kernel or function from ``path`` (the library; sidecars sit beside it)."""
+    """Load an exported kernel or function; needs only the TVM runtime.
+
+    Parameters
+    ----------
+    path : str or Path
+        The library ``Kernel.export`` (or ``CompiledFunction.export``) wrote; its sidecars
+        ``<path>.json`` and ``<path>.npz`` sit beside it.
+
+    Returns
+    -------
+    Kernel or CompiledFunction
+        A kernel is called as it was before export, e.g. ``kernel(B, out=None, values=None)``.
+
+    Raises
+    ------
+    FileNotFoundError
+        The manifest sidecar is missing.
+    """
     path = Path(path)
     manifest = sidecar(path, ".json")
     if not manifest.exists():

@@ -95,7 +95,7 @@ class Kernel:
     def _on_device(self, arrays: dict) -> dict:
         if self.device != "cuda":
             return arrays
-        import torch
+        import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
 
         return {k: torch.as_tensor(v).cuda() for k, v in arrays.items()}
 
@@ -115,7 +115,7 @@ class Kernel:
             return self._on_device(self.layout.scatter_values(values, self.dtype))
         if dtype_name(values) != self.dtype:
             if is_torch(values):
-                import torch
+                import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
 
                 values = values.to(getattr(torch, self.dtype))
             else:
@@ -158,7 +158,7 @@ def _check_array_type(array, name: str) -> None:
 
 def _empty_like(reference, shape, dtype):
     if is_torch(reference):
-        import torch
+        import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
 
         return torch.empty(shape, dtype=getattr(torch, dtype), device=reference.device)
     return aligned_empty(shape, dtype)

@@ -52,7 +52,7 @@ def ensure_runtime(device: str) -> None:
     some VMs is half the usable cores; unless ``TVM_NUM_THREADS`` is set, the pool gets
     every core this process may run on (read when the pool starts, at the first kernel).
     """
-    import tvm_ffi  # noqa: F401  (libtvm_runtime needs libtvm_ffi loaded first)
+    import tvm_ffi  # noqa: F401, PLC0415 - libtvm_runtime needs libtvm_ffi loaded first, and only when used
 
     os.environ.setdefault("TVM_NUM_THREADS", str(usable_cores()))
 
@@ -81,6 +81,6 @@ def load_module(path, device: str):
         if not ok:
             raise RuntimeError(f"cannot run a CUDA kernel here: {why}")
     ensure_runtime(device)
-    import tvm_ffi
+    import tvm_ffi  # noqa: PLC0415 - after the runtime libraries (ensure_runtime)
 
     return tvm_ffi.load_module(str(path))

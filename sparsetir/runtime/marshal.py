@@ -42,7 +42,7 @@ def aligned_copy(array):
 def _import_numpy(array):
     """A tvm_ffi tensor viewing ``array``; tvm_ffi raises ValueError or RuntimeError when it is
     misaligned or non-contiguous."""
-    import tvm_ffi
+    import tvm_ffi  # noqa: PLC0415 - after the runtime libraries (loader.ensure_runtime)
 
     try:
         return tvm_ffi.from_dlpack(array, require_alignment=ALIGNMENT, require_contiguous=True)

@@ -13,8 +13,14 @@ import operator
 
 import numpy as np
 
-from .validate import (check_dense, check_disjoint_rows, check_distinct_rows, check_indices, check_indptr,
-                       check_sorted_rows)
+from .validate import (
+    check_dense,
+    check_disjoint_rows,
+    check_distinct_rows,
+    check_indices,
+    check_indptr,
+    check_sorted_rows,
+)
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
 

@@ -40,7 +40,7 @@ class SlotLayout:
             stored = position >= 0
             result = outputs[name]
             if is_torch(out):
-                import torch
+                import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
 
                 index = torch.as_tensor(position[stored], device=out.device)
                 out[index] = result[torch.as_tensor(stored, device=result.device)]

@@ -7,7 +7,7 @@ instead of crashing or silently returning garbage.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -112,7 +112,7 @@ def check_dense(array, *, name: str, shape: tuple, dtype) -> None:
         raise TypeError(f"{name} has dtype {dtype_name(array)}, expected {expected.name}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _numpy_dtype(dtype) -> np.dtype:
     return np.dtype(dtype)
 

@@ -33,6 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import tvm
+import tvm.tirx  # noqa: F401 - registers the tirx namespace used below
+import tvm_ffi
+from tvm.sym import Analyzer
 
 from sparsetir.backend.cuda_stub import cache_root
 from sparsetir.backend.shared_library import compile_shared_library
@@ -527,8 +531,6 @@ def lower_to_launches(scheduled_mod, target=None):
     At that point the host functions still take buffers (so size variables are the PrimFunc's
     own) and every kernel launch is an explicit ``tirx.call_ffi_kernel`` with its extents.
     """
-    import tvm
-    import tvm.tirx  # noqa: F401
 
     if isinstance(scheduled_mod, tvm.tirx.PrimFunc):
         scheduled_mod = tvm.IRModule({"main": scheduled_mod})
@@ -553,7 +555,6 @@ def lower_to_launches(scheduled_mod, target=None):
 
 
 def _host_functions(lowered):
-    import tvm
 
     out = {}
     for gv, func in lowered.functions.items():
@@ -563,8 +564,6 @@ def _host_functions(lowered):
 
 
 def _launches_in(func) -> list[KernelLaunch]:
-    import tvm
-    import tvm_ffi
 
     calls = []
 
@@ -600,8 +599,6 @@ def kernel_launches(scheduled_mod, target=None) -> dict[str, list[KernelLaunch]]
 
 
 def _let_bindings(func) -> dict:
-    import tvm
-    import tvm_ffi
 
     lets = {}
 
@@ -614,9 +611,6 @@ def _let_bindings(func) -> dict:
 
 def _evaluate(expr, sizes: dict, lets: dict, what: str, _depth: int = 0) -> int:
     """Integer value of a tirx expression given size values by variable name."""
-    import tvm
-    import tvm_ffi
-    from tvm.sym import Analyzer
 
     if isinstance(expr, int):
         return expr
@@ -660,7 +654,6 @@ def launch_dims(scheduled_mod, target=None, sizes: dict[str, int] | None = None)
 
 def _param_buffers(func):
     """(name, shape exprs or None for scalars, dtype, var) for each PrimFunc parameter."""
-    import tvm
 
     out = []
     for var in func.params:
@@ -674,7 +667,6 @@ def _param_buffers(func):
 
 def _resolve_operand(expr, decl_data: dict, by_var: dict):
     """Map a kernel operand expression (``buffer_data(X)``) back to the PrimFunc parameter X."""
-    import tvm
 
     seen = 0
     while isinstance(expr, tvm.ir.expr.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "tirx.buffer_data":
@@ -704,8 +696,6 @@ def emulate_module(
     ``cuda_source`` is the module's generated CUDA C (``CudaBuildResult.source``).  Only host code
     that is a straight sequence of launches is supported.  Returns the sizes used.
     """
-    import tvm
-    import tvm_ffi
 
     lowered = lower_to_launches(scheduled_mod, target)
     hosts = _host_functions(lowered)

@@ -26,8 +26,8 @@ After ``format_decompose(func, [ell_rule, remainder_rule])``::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import tvm_ffi
 from tvm import tirx
