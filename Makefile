@@ -16,7 +16,7 @@ ifneq ($(wildcard $(SHARED_DATA)),)
 export SPARSETIR_DATA_MIRROR ?= $(SHARED_DATA)
 endif
 
-.PHONY: test venv bench reproduce report unlock clean
+.PHONY: test test-fast lint venv bench reproduce report unlock clean
 
 BENCH_FEATS ?= 32 64 128 256
 BENCH_TUNE_S ?= 30
@@ -30,6 +30,16 @@ $(STAMP): pyproject.toml constraints.txt
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# The tests not marked slow (no workflow runs, tuner runs, subprocess batteries or real-graph sweeps):
+# every package area in under two minutes. `make test` still runs everything.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+# ruff (lint and import order, pyproject.toml) and import-linter (the layers of docs/architecture.md)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check sparsetir baselines workflows tests
+	$(VENV)/bin/lint-imports
 
 # CSR and tuned SpMM against the best CPU library on the benchmark graphs (prints medians and ratios);
 # each case is tuned first for up to BENCH_TUNE_S seconds (or taken from the tuning database).

@@ -1,4 +1,4 @@
-"""sparsetir benchmark workflow (see README "Benchmark harness").
+"""sparsetir benchmark workflow (see workflows/README.md).
 
     snakemake --cores 2                          # all: every experiment (default config)
     snakemake --cores 2 spmm                     # one experiment: spmm, sddmm, attention, conv, rgcn, sage

@@ -11,6 +11,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example_runs(index, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # examples may export files

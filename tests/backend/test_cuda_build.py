@@ -69,6 +69,7 @@ def test_a_loaded_stub_is_never_mistaken_for_the_real_driver():
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_build_embeds_sass_for_sm90_and_sm80_plus_ptx(spmm_build):
     kinds = [(e.kind, e.arch) for e in spmm_build.fatbin_entries]
     assert ("ELF", "sm_90") in kinds and ("ELF", "sm_80") in kinds and ("PTX", "sm_90") in kinds
@@ -79,6 +80,7 @@ def test_build_embeds_sass_for_sm90_and_sm80_plus_ptx(spmm_build):
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_build_writes_the_cuda_source_next_to_the_library(spmm_build):
     assert spmm_build.so_path.suffix == ".so" and spmm_build.so_path.is_file()
     assert spmm_build.source_path == spmm_build.so_path.with_suffix(".cu")
@@ -88,6 +90,7 @@ def test_build_writes_the_cuda_source_next_to_the_library(spmm_build):
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_library_loads_in_a_fresh_process_and_exposes_the_kernel(spmm_build):
     code = (
         "import sys\n"
@@ -105,6 +108,7 @@ def test_library_loads_in_a_fresh_process_and_exposes_the_kernel(spmm_build):
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_an_arch_nvcc_cannot_target_is_dropped_and_named(tmp_path):
     result = build_cuda(spmm_module(), tmp_path, archs=("sm_90", "sm_52"), name="k")
     assert result.archs == ["sm_90"]
@@ -113,6 +117,7 @@ def test_an_arch_nvcc_cannot_target_is_dropped_and_named(tmp_path):
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_a_module_without_thread_bindings_fails_with_the_workers_reason(tmp_path):
     with pytest.raises(RuntimeError, match="no CUDA device code"):
         build_cuda(unscheduled_spmm_module(), tmp_path, name="unbound")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import random_dense, real_graph, tolerance
 import stage1_examples
+from sparse_cases import random_dense, real_graph, tolerance
 from stage1_examples import masked_product
 
 import sparsetir

@@ -21,7 +21,7 @@ TINY_EDGES = {(0, 1), (0, 2), (0, 3), (1, 2), (2, 3), (3, 4)}
 
 def _dense_tiny(weights=None):
     dense = np.zeros((5, 5), np.float32)
-    for k, (i, j) in enumerate(sorted(TINY_EDGES)):
+    for i, j in sorted(TINY_EDGES):
         dense[i, j] = dense[j, i] = 1 if weights is None else weights[(i, j)]
     return dense
 

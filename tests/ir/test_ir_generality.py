@@ -7,9 +7,10 @@ with the lowering and CUDA tests; the scatter reduction is written here.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
 import stage1_examples
+from hypothesis import HealthCheck, given, settings
 from sparse_cases import csr_matrices, real_graph, tolerance
 
 import sparsetir
@@ -70,6 +71,7 @@ def test_spmv_equals_scipy_on_awkward_matrices(A):
     run_spmv(A)
 
 
+@pytest.mark.slow
 def test_masked_product_with_a_different_pattern_on_a_real_graph():
     A = real_graph("ca-condmat")
     rng = np.random.default_rng(1)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import stage1_examples
 
 from sparsetir import ir as sp
-
-import stage1_examples
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ import pytest
 from stage1_examples import csr_spmm, masked_product, masked_scale_rows
 
 from sparsetir import ir as sp
+from sparsetir.formats import CSR
 from sparsetir.lower import lower_sparse_iter
 from sparsetir.lower.stage2 import FIND, UPPER_BOUND, Block
 from sparsetir.ops import sddmm_function
-from sparsetir.formats import CSR
 
 
 def blocks_of(stage2):

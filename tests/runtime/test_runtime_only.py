@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from sparse_cases import random_dense
 
@@ -46,6 +47,7 @@ def test_exported_spmm_runs_with_only_the_runtime(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), A @ B, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_exported_sddmm_runs_with_only_the_runtime(tmp_path):
     A = sp.random(300, 200, density=0.05, format="csr", dtype=np.float32, random_state=1)
     library = compile_sddmm(A, 8).export(tmp_path / "sddmm.so")
@@ -58,6 +60,7 @@ def test_exported_sddmm_runs_with_only_the_runtime(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_runtime_imports_without_the_tvm_compiler(tmp_path):
     """With ``tvm`` made unimportable, sparsetir.runtime still loads and runs a kernel."""
     A = sp.random(50, 40, density=0.1, format="csr", dtype=np.float64, random_state=4)

@@ -11,7 +11,7 @@ from sparse_cases import random_dense, tolerance
 
 from sparsetir.backend import scheduled_module
 from sparsetir.formats import CSR
-from sparsetir.ops import compile_spmm, compile_sddmm, sddmm, spmm
+from sparsetir.ops import compile_sddmm, compile_spmm, sddmm, spmm
 from sparsetir.ops.sddmm import sddmm_function
 from sparsetir.ops.spmm import spmm_function
 from sparsetir.schedule.prefetch import insert_prefetch, is_prefetch

@@ -73,6 +73,7 @@ print(mismatching_runs(row_accumulation(claim_distinct=True), runs=40, pieces=51
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a race needs two cores running at once")
 def test_the_race_check_catches_falsely_distinct_rows():
     """In a fresh process with a two-thread pool (this one's may have been sized already); each

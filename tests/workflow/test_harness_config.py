@@ -2,7 +2,6 @@
 
 import pytest
 import yaml
-
 from harness_config import cases, dataset_names, dataset_slug, hyb_format, sparsetir_formats
 from pending_experiment import write_pending_tables
 from workflow_runner import CONFIGS

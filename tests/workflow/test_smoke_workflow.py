@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from workflow_runner import CONFIGS, REPO_ROOT, run_snakemake, snakemake_command
+
+pytestmark = pytest.mark.slow  # the whole workflow, run twice (killed, then resumed): about two minutes
 
 SMOKE = str(CONFIGS / "smoke.yaml")
 DEADLINE_S = 180
@@ -32,7 +33,8 @@ def _finished_records(workdir: Path) -> dict[Path, tuple[int, bytes]]:
 
 def _completed_case_outputs(log: str) -> set[str]:
     """Outputs of the run_case jobs that snakemake's log reports as finished."""
-    outputs = dict(re.findall(r"rule run_case:\n(?:\s+\w+: .*\n)*?\s+output: (\S+)\n\s+jobid: (\d+)", log))
+    outputs = dict(re.findall(r"rule run_case:\n(?:\s+\w+: .*\n)*?\s+output: (\S+)\n(?:\s+log: .*\n)?\s+jobid: (\d+)",
+                              log))
     by_job = {job: output for output, job in outputs.items()}
     return {by_job[job] for job in re.findall(r"Finished jobid: (\d+)", log) if job in by_job}
 

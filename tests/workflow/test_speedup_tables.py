@@ -6,10 +6,10 @@ import math
 
 import pandas as pd
 import pytest
-
-from sparsetir.bench.records import make_record
 from speedup_figures import bar_figure, roofline_figure
 from speedup_tables import geomean, markdown_report, speedup_frame, wide_table, write_tables
+
+from sparsetir.bench.records import make_record
 
 SPMM = {"reference": {"cpu": "best-cpu-library", "cuda": "torch-csr-i32"},
         "cpu_libraries": ["scipy", "torch-csr-i32"]}

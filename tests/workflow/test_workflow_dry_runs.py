@@ -6,7 +6,6 @@ import re
 
 import pytest
 import yaml
-
 from workflow_runner import CONFIGS, REPO_ROOT, run_snakemake
 
 TARGETS = ["all", "spmm", "sddmm", "attention", "conv", "rgcn", "sage"]
@@ -36,6 +35,7 @@ def test_gpu_cases_declare_a_gpu(tmp_path):
     assert "gpu=1" in result.stdout
 
 
+@pytest.mark.slow
 def test_gpu_bundle_and_ingest_plan(tmp_path):
     result = run_snakemake(tmp_path, "-n", "gpu_bundle")
     assert result.returncode == 0 and "results/gpu-bundle" in result.stdout, result.stdout

@@ -10,6 +10,8 @@ rule speedup_tables:
         csv=report(f"{RESULTS}/{{experiment}}/speedup.csv", category="{experiment}", caption="../report/table.rst"),
         md=f"{RESULTS}/{{experiment}}/speedup.md",
         tex=f"{RESULTS}/{{experiment}}/speedup.tex",
+    log:
+        f"{RESULTS}/logs/speedup_tables/{{experiment}}.log",
     wildcard_constraints:
         experiment="|".join(BENCH_EXPERIMENTS),
     params:
@@ -27,6 +29,8 @@ rule speedup_figures:
                     caption="../report/bars.rst"),
         roofline=report(f"{RESULTS}/{{experiment}}/figures/roofline.png", category="{experiment}",
                         caption="../report/roofline.rst"),
+    log:
+        f"{RESULTS}/logs/speedup_figures/{{experiment}}.log",
     wildcard_constraints:
         experiment="|".join(BENCH_EXPERIMENTS),
     script:

@@ -10,6 +10,8 @@ rule tune_case:
         f"{RESULTS}/datasets/{{dataset}}.json",
     output:
         f"{RESULTS}/{{experiment}}/tuned/{{dataset}}/feat{{feat}}.json",
+    log:
+        f"{RESULTS}/logs/tune_case/{{experiment}}/{{dataset}}/feat{{feat}}.log",
     wildcard_constraints:
         experiment="|".join(BENCH_EXPERIMENTS),
         feat=r"\d+",
@@ -33,6 +35,8 @@ rule run_case:
         unpack(run_case_inputs),
     output:
         f"{RESULTS}/{{experiment}}/records/{{dataset}}/feat{{feat}}.json",
+    log:
+        f"{RESULTS}/logs/run_case/{{experiment}}/{{dataset}}/feat{{feat}}.log",
     wildcard_constraints:
         experiment="|".join(BENCH_EXPERIMENTS),
         feat=r"\d+",

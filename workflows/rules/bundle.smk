@@ -1,4 +1,4 @@
-# Tune on a CPU host, measure on a GPU host (README "GPU bundle: tune here, measure there").
+# Tune on a CPU host, measure on a GPU host (workflows/README.md "GPU bundle: tune here, measure there").
 # gpu_bundle compiles the config's SpMM candidates (real device code) into one folder of at most
 # bundle.max_mib to carry to the GPU host; gpu_ingest reads the records that came back
 # (--config bundle_records=<folder>), fills the tuning database and results/reference/gpu/.
@@ -7,6 +7,8 @@
 rule gpu_bundle:
     output:
         directory(f"{RESULTS}/gpu-bundle"),
+    log:
+        f"{RESULTS}/logs/gpu_bundle.log",
     params:
         bundle=config.get("bundle"),
         hyb=config["hyb"],
@@ -29,6 +31,8 @@ rule gpu_ingest:
         records=bundle_records_folder,
     output:
         f"{RESULTS}/gpu-ingest/summary.json",
+    log:
+        f"{RESULTS}/logs/gpu_ingest.log",
     params:
         reference_dir="results/reference/gpu",
     threads: 1

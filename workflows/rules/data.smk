@@ -5,6 +5,8 @@
 rule prepare_dataset:
     output:
         f"{RESULTS}/datasets/{{dataset}}.json",
+    log:
+        f"{RESULTS}/logs/prepare_dataset/{{dataset}}.log",
     params:
         name=lambda wildcards: DATASETS[wildcards.dataset],
         data=config["data"],

@@ -7,6 +7,8 @@ rule pending_experiment:
         csv=f"{RESULTS}/{{pending}}/speedup.csv",
         md=f"{RESULTS}/{{pending}}/speedup.md",
         tex=f"{RESULTS}/{{pending}}/speedup.tex",
+    log:
+        f"{RESULTS}/logs/pending_experiment/{{pending}}.log",
     wildcard_constraints:
         pending="|".join(PENDING_EXPERIMENTS),
     script:

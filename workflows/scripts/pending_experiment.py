@@ -32,4 +32,8 @@ def write_pending_tables(experiment: str, csv: Path, md: Path, tex: Path) -> Non
 
 
 if "snakemake" in globals():
-    write_pending_tables(snakemake.wildcards.pending, snakemake.output.csv, snakemake.output.md, snakemake.output.tex)
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        write_pending_tables(snakemake.wildcards.pending, snakemake.output.csv, snakemake.output.md,
+                             snakemake.output.tex)

@@ -36,7 +36,7 @@ def save_npz_atomic(path: Path, matrix) -> None:
 
 def prepare(name: str, output: Path, data: dict, seed: int) -> dict:
     """Resolve/generate ``name``; write its ``.npz`` beside ``output``; return the status document."""
-    from sparsetir.bench.quick import load_matrix
+    from sparsetir.bench.datasets import load_matrix
     from sparsetir.bench.records import write_json_atomic
 
     configure_data_routes(data)
@@ -56,4 +56,7 @@ def prepare(name: str, output: Path, data: dict, seed: int) -> dict:
 
 
 if "snakemake" in globals():
-    prepare(snakemake.params.name, Path(snakemake.output[0]), snakemake.params.data, snakemake.params.seed)
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        prepare(snakemake.params.name, Path(snakemake.output[0]), snakemake.params.data, snakemake.params.seed)

@@ -1,7 +1,7 @@
 """Workflow step: time every contender of one (experiment, dataset, feature size); write records.
 
-Spin limits and thread counts are set before torch or TVM load (DESIGN.md "Timing"), so the
-interleaved contenders' thread pools do not spin into each other's samples. The records file
+Spin limits and thread counts are set before torch or TVM load (``sparsetir.bench.threads``), so
+the interleaved contenders' thread pools do not spin into each other's samples. The records file
 is written atomically: a killed job leaves no partial output, and a rerun redoes only it.
 """
 
@@ -34,7 +34,7 @@ def main(*, dataset_json: Path, output: Path, experiment: str, dataset: str, fea
         write_json_atomic(output, records)
         return records
 
-    from sparsetir.bench.quick import configure_threads
+    from sparsetir.bench.threads import configure_threads
 
     for warning in configure_threads(threads):  # spin limits and threads, before torch/TVM load
         print(warning, file=sys.stderr)
@@ -42,7 +42,10 @@ def main(*, dataset_json: Path, output: Path, experiment: str, dataset: str, fea
 
     torch.set_num_threads(threads)
     from harness_config import sparsetir_formats
+
     from sparsetir.bench.case_runner import run_case
+    from sparsetir.ops import get_op
+    from sparsetir.timing import TimingPolicy
 
     matrix = load_prepared(document)
     print(f"{experiment} {dataset} ({matrix.shape[0]:,} x {matrix.shape[1]:,}, {matrix.nnz:,} nnz) feat {feat}: "
@@ -51,7 +54,7 @@ def main(*, dataset_json: Path, output: Path, experiment: str, dataset: str, fea
         experiment=experiment, op=experiment, dataset=dataset, matrix=matrix, feat=feat,
         sparsetir_formats=sparsetir_formats(settings, dataset, hyb,
                                             json.loads(tuned_json.read_text()) if tuned_json else None),
-        timing=timing,
+        timing=TimingPolicy.from_mapping(timing), kernel_factory=get_op(experiment).benchmark_kernel,
         baseline_modules=[f"baselines.{module}" for module in settings["baselines"]],
         options=settings.get("options") or {}, device=device, seed=seed,
     )
@@ -71,9 +74,12 @@ def summary(records: list[dict]) -> str:
 
 if "snakemake" in globals():
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    main(dataset_json=Path(snakemake.input.dataset), output=Path(snakemake.output[0]),
-         tuned_json=Path(snakemake.input.tuned) if "tuned" in snakemake.input.keys() else None,
-         experiment=snakemake.wildcards.experiment, dataset=snakemake.params.dataset,
-         feat=int(snakemake.wildcards.feat), settings=snakemake.params.settings, hyb=snakemake.params.hyb,
-         timing=snakemake.params.timing, device=snakemake.params.device, seed=snakemake.params.seed,
-         threads=snakemake.threads)
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        main(dataset_json=Path(snakemake.input.dataset), output=Path(snakemake.output[0]),
+             tuned_json=Path(snakemake.input.tuned) if "tuned" in snakemake.input.keys() else None,
+             experiment=snakemake.wildcards.experiment, dataset=snakemake.params.dataset,
+             feat=int(snakemake.wildcards.feat), settings=snakemake.params.settings, hyb=snakemake.params.hyb,
+             timing=snakemake.params.timing, device=snakemake.params.device, seed=snakemake.params.seed,
+             threads=snakemake.threads)

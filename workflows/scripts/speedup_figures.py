@@ -19,7 +19,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
-
 from speedup_tables import geomean  # noqa: E402
 
 SPARSETIR_PREFIX = "sparsetir"
@@ -96,6 +95,9 @@ def roofline_figure(frame: pd.DataFrame, path: Path, experiment: str = "") -> No
 
 
 if "snakemake" in globals():
-    table = pd.read_csv(snakemake.input[0])
-    bar_figure(table, Path(snakemake.output.bars), snakemake.wildcards.experiment)
-    roofline_figure(table, Path(snakemake.output.roofline), snakemake.wildcards.experiment)
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        table = pd.read_csv(snakemake.input[0])
+        bar_figure(table, Path(snakemake.output.bars), snakemake.wildcards.experiment)
+        roofline_figure(table, Path(snakemake.output.roofline), snakemake.wildcards.experiment)

@@ -18,8 +18,8 @@ The Markdown and LaTeX tables are wide: one row per case, one column per contend
 
 
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -218,8 +218,11 @@ def write_tables(records: list[dict], settings: dict, experiment: str, csv: Path
 
 
 if "snakemake" in globals():
-    from sparsetir.bench.records import read_records
+    from step_log import output_to_log
 
-    write_tables(read_records(list(snakemake.input.records) + list(snakemake.input.merged)),
-                 snakemake.params.settings, snakemake.wildcards.experiment, snakemake.output.csv,
-                 snakemake.output.md, snakemake.output.tex, snakemake.params.datasets)
+    with output_to_log(snakemake.log[0]):
+        from sparsetir.bench.records import read_records
+
+        write_tables(read_records(list(snakemake.input.records) + list(snakemake.input.merged)),
+                     snakemake.params.settings, snakemake.wildcards.experiment, snakemake.output.csv,
+                     snakemake.output.md, snakemake.output.tex, snakemake.params.datasets)

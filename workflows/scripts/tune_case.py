@@ -21,11 +21,12 @@ def main(*, dataset_json: Path, output: Path, experiment: str, feat: int, tuning
         write_json_atomic(output, outcome)
         return outcome
 
-    from sparsetir.bench.quick import configure_threads
+    from sparsetir.bench.threads import configure_threads
 
     for warning in configure_threads(threads):
         print(warning, file=sys.stderr)
     from run_case import load_prepared
+
     from sparsetir.tune import tune
 
     matrix = load_prepared(document)
@@ -43,6 +44,9 @@ def main(*, dataset_json: Path, output: Path, experiment: str, feat: int, tuning
 
 if "snakemake" in globals():
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    main(dataset_json=Path(snakemake.input[0]), output=Path(snakemake.output[0]),
-         experiment=snakemake.wildcards.experiment, feat=int(snakemake.wildcards.feat),
-         tuning=snakemake.params.tuning, threads=snakemake.threads)
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        main(dataset_json=Path(snakemake.input[0]), output=Path(snakemake.output[0]),
+             experiment=snakemake.wildcards.experiment, feat=int(snakemake.wildcards.feat),
+             tuning=snakemake.params.tuning, threads=snakemake.threads)
