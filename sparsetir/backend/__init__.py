@@ -15,10 +15,11 @@ def scheduled_module(func, target="llvm", *, specialize=None, **knobs):
     from ..lower import lower  # noqa: PLC0415
     from ..schedule import schedule  # noqa: PLC0415
     from ..transform import specialize as bind_sizes  # noqa: PLC0415
+    from ..transform import widen_accumulation  # noqa: PLC0415
 
     if not isinstance(func, SparseFunction):
         raise TypeError(f"expected a sparsetir.ir.SparseFunction, got {type(func).__name__}")
-    prim = lower(func)
+    prim = lower(widen_accumulation(func))
     if specialize:
         prim = bind_sizes(prim, specialize)
     return schedule(prim, device_of(normalize_target(target)), **knobs)

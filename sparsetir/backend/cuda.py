@@ -22,6 +22,38 @@ from pathlib import Path
 from sparsetir.backend.fatbin import FatbinEntry
 
 DEFAULT_ARCHS = ("sm_90", "sm_80")
+# Atomic max/min of floats (lower_sparse_buffer.atomic_update), on the float's bit pattern: for
+# a value >= 0 the signed-int order of the bits is the float order (and every negative float's
+# bits are a negative int); for a value < 0 the unsigned order is the reverse float order (and
+# every non-negative float's bits are a smaller unsigned). Compiled in before the kernels.
+ATOMIC_HELPERS = r"""
+__device__ __forceinline__ float sparsetir_atomic_max(float* address, float value) {
+  return value >= 0.0f ? __int_as_float(atomicMax((int*)address, __float_as_int(value)))
+                       : __uint_as_float(atomicMin((unsigned int*)address, __float_as_uint(value)));
+}
+__device__ __forceinline__ float sparsetir_atomic_min(float* address, float value) {
+  return value >= 0.0f ? __int_as_float(atomicMin((int*)address, __float_as_int(value)))
+                       : __uint_as_float(atomicMax((unsigned int*)address, __float_as_uint(value)));
+}
+__device__ __forceinline__ double sparsetir_atomic_max(double* address, double value) {
+  return value >= 0.0 ? __longlong_as_double(atomicMax((long long*)address, __double_as_longlong(value)))
+                      : __longlong_as_double((long long)atomicMin((unsigned long long*)address,
+                                                                  (unsigned long long)__double_as_longlong(value)));
+}
+__device__ __forceinline__ double sparsetir_atomic_min(double* address, double value) {
+  return value >= 0.0 ? __longlong_as_double(atomicMin((long long*)address, __double_as_longlong(value)))
+                      : __longlong_as_double((long long)atomicMax((unsigned long long*)address,
+                                                                  (unsigned long long)__double_as_longlong(value)));
+}
+"""
+
+
+def with_atomic_helpers(code: str) -> str:
+    """``code`` with ``ATOMIC_HELPERS`` before its first kernel, where a kernel calls one of them."""
+    if "sparsetir_atomic_" not in code:
+        return code
+    at = code.find('extern "C" __global__')
+    return code + ATOMIC_HELPERS if at < 0 else code[:at] + ATOMIC_HELPERS + "\n" + code[at:]
 DEFAULT_TIMEOUT_S = 600.0
 
 

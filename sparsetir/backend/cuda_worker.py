@@ -31,6 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from sparsetir.backend import cuda_stub
+from sparsetir.backend.cuda import with_atomic_helpers
 from sparsetir.backend.fatbin import fatbin_entries
 
 
@@ -143,6 +144,7 @@ def build(request: dict) -> dict:
 
     def compile_callback(code, *_):
         used["calls"] += 1
+        code = with_atomic_helpers(code)
         binary, used["gencode"] = compile_with_fallback(code, archs, ptx, notes, nvcc_fatbin)
         return binary
 

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..runtime.validate import check_indices, check_indptr
+from ..runtime.validate import check_indices, check_indptr, numpy_dtype
 
 INT32_LIMIT = 2**31 - 1
-VALUE_DTYPES = ("float16", "float32", "float64")
+VALUE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 @dataclass
@@ -100,8 +100,9 @@ def cast_values(values: np.ndarray, dtype: str, *, name: str = "A") -> np.ndarra
     """``values`` in ``dtype``; refuses a cast that changes kind (complex -> float, ...)."""
     if dtype not in VALUE_DTYPES:
         raise TypeError(f"unsupported dtype {dtype!r}; supported: {VALUE_DTYPES}")
-    if values.dtype == np.dtype(dtype):
+    target = numpy_dtype(dtype)
+    if values.dtype == target:
         return values
-    if not np.can_cast(values.dtype, dtype, casting="same_kind"):
+    if values.dtype.kind not in "fiub" or (dtype != "bfloat16" and not np.can_cast(values.dtype, target, "same_kind")):
         raise TypeError(f"{name} has dtype {values.dtype}, which cannot be cast to {dtype}")
-    return values.astype(dtype)
+    return values.astype(target)

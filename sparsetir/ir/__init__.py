@@ -32,12 +32,21 @@ from .axis import (
 )
 from .buffer import SparseBuffer
 from .function import SparseFunction
-from .iteration import SparseIteration, SparseStore, sparse_iteration
+from .iteration import IDENTITY, SparseIteration, SparseStore, sparse_iteration
+from .math import cast, exp, log, max, min, sqrt, where
 from .printer import format_stage1
 
 __all__ = [
+    "IDENTITY",
     "Axis",
     "FusedAxis",
+    "cast",
+    "exp",
+    "log",
+    "max",
+    "min",
+    "sqrt",
+    "where",
     "SparseBuffer",
     "SparseFunction",
     "SparseIteration",

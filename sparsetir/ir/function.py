@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tvm_ffi
 from tvm import tirx
+from tvm.ir.expr import TensorLoad
 
 from .axis import Axis
 from .buffer import SparseBuffer
@@ -10,9 +12,22 @@ from .iteration import SparseIteration
 
 
 class SparseFunction:
-    """``name``: the kernel symbol. ``params``: buffer order of the compiled signature
-    (default: first use). Metadata arrays of the axes and symbolic sizes follow the buffers.
-    ``fused_groups``: ``(iteration names, disjoint)`` pairs run as one loop (``horizontal_fuse``)."""
+    """Sparse iterations run in order over shared buffers and axes.
+
+    Parameters
+    ----------
+    name : str
+        The kernel symbol.
+    iterations : list of SparseIteration
+        Run one after the other.
+    params : list of SparseBuffer, optional
+        The buffers the caller passes, in the compiled signature's order (default: every buffer
+        used, in order of first use); metadata arrays and symbolic sizes follow them. A buffer
+        the iterations use but ``params`` leaves out is an *intermediate*: the kernel allocates
+        it, and an earlier iteration must write it before one reads it.
+    fused_groups : sequence of (iteration names, disjoint)
+        Iterations run as one loop (``transform.horizontal_fuse``).
+    """
 
     def __init__(self, name: str, iterations, params=None, fused_groups=()):
         if not isinstance(name, str) or not name.isidentifier():
@@ -29,13 +44,15 @@ class SparseFunction:
         if params is None:
             params = used
         params = list(params)
-        missing = [b.name for b in used if b not in params]
-        if missing:
-            raise ValueError(f"function {name}: buffers {missing} are used but not in params")
+        bad = [type(b).__name__ for b in params if not isinstance(b, SparseBuffer)]
+        if bad:
+            raise TypeError(f"function {name}: params must be SparseBuffers, got {bad}")
         self.name = name
         self.iterations = iterations
         self.buffers = params
-        self.axes = _axes_of(params, iterations)
+        self.intermediates = [b for b in used if b not in params]
+        _check_written_before_read(name, iterations, self.intermediates)
+        self.axes = _axes_of(params + self.intermediates, iterations)
         self.size_vars = _size_vars_of(self.axes)
         self.idtype = _common_index_dtype(name, self.axes)
         self.fused_groups = tuple((tuple(names), bool(disjoint)) for names, disjoint in fused_groups)
@@ -88,6 +105,31 @@ class SparseFunction:
         from .printer import format_stage1  # noqa: PLC0415 - the printer imports this module
 
         return format_stage1(self)
+
+
+def _loaded(expr) -> list:
+    """The coordinate views loaded in ``expr``."""
+    found = []
+    tvm_ffi.structural_walk(expr, [(TensorLoad, lambda load: found.append(load.source))])
+    return found
+
+
+def _check_written_before_read(name: str, iterations, intermediates) -> None:
+    """Each intermediate is read only after an earlier iteration wrote it (a ValueError otherwise)."""
+    views = {b.coordinate_view: b for b in intermediates}
+    written: set = set()
+    for it in iterations:
+        for store in it.stores:
+            reads = [v for e in (store.value, *store.indices) for v in _loaded(e)]
+            if store.accumulate and it.init_of(store) is None:
+                reads.append(store.buffer.coordinate_view)  # it reduces into what the buffer holds
+            for view in reads:
+                buffer = next((b for v, b in views.items() if v.same_as(view)), None)
+                if buffer is not None and buffer not in written:
+                    raise ValueError(
+                        f"function {name}: iteration {it.name} reads {buffer.name}, an intermediate (used but "
+                        f"not in params) that no earlier iteration writes; write it first, or pass it in params")
+        written.update(store.buffer for store in it.stores)
 
 
 def _axes_of(buffers, iterations) -> list[Axis]:

@@ -6,18 +6,20 @@ Write the body as an ordinary Python function over coordinate iterators::
     def spmm(i, j, k):
         C[i, k] += A[i, j] * B[j, k]
 
-``+=`` makes an accumulating store (a reduction over the "R" axes); the output
-is first set to ``init`` (0 by default; ``init=None`` accumulates into what the
-output already holds; ``init_scope="written"``: only the elements the spatial loops address
-start from ``init``, for sub-formats that own their rows). Plain ``=`` stores need no "R"
-axis. ``atomic=True`` makes "+="
-stores atomic on CUDA, for iterations whose parallel instances may update the same element
-(sub-formats fused into one launch, split rows).
+Reductions over the "R" axes: ``C[i] += x`` is a sum, ``C[i] = ir.max(C[i], x)`` a max and
+``C[i] = ir.min(C[i], x)`` a min. The output first holds the reduction's identity (0, -inf,
++inf) unless ``init`` says otherwise (a number; ``init=None`` reduces into what the output
+already holds); ``init_scope="written"``: only the elements the spatial loops address start
+from ``init``, for sub-formats that own their rows. Plain ``=`` stores need no "R" axis.
+``atomic=True``: parallel instances of the iteration may update the same element (sub-formats
+fused into one launch, split rows, a relation or scatter loop outermost); its reductions are
+then atomic on CUDA, and on the CPU the loops whose instances may collide stay serial.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 
 import tvm_ffi
@@ -30,28 +32,67 @@ from .buffer import SparseBuffer, recording
 KINDS = ("S", "R")
 # init scopes: the whole output starts from init, or only the elements the spatial loops address
 OUTPUT, WRITTEN = "output", "written"
+REDUCERS = ("sum", "max", "min")
+ACCUM_DTYPES = ("float32", "float64")
+
+
+class _Identity:
+    """The default ``init``: each reduction starts from its identity (0, -inf, +inf)."""
+
+    def __repr__(self) -> str:
+        return "identity"
+
+
+IDENTITY = _Identity()
+
+
+def reducer_identity(reducer: str, dtype: str):
+    """The value a ``reducer`` ("sum", "max", "min") starts from, as a Python number."""
+    if reducer == "sum":
+        return 0
+    floating = dtype.startswith(("float", "bfloat"))
+    if reducer == "max":
+        return -math.inf if floating else int(tirx.min_value(dtype).value)
+    if reducer == "min":
+        return math.inf if floating else int(tirx.max_value(dtype).value)
+    raise ValueError(f"unknown reducer {reducer!r}; expected one of {REDUCERS}")
 
 
 @dataclass(frozen=True, eq=False)
 class SparseStore:
-    """``buffer[indices] = value`` or, when ``accumulate``, ``buffer[indices] += value``."""
+    """``buffer[indices] = value``, or a reduction into it: ``reducer`` "sum" (``+=``), "max"
+    (``= ir.max(buffer[indices], value)``) or "min"."""
 
     buffer: SparseBuffer
     indices: tuple
     value: tirx.Expr
-    accumulate: bool
+    reducer: str | None = None
+
+    def __post_init__(self):
+        if self.reducer is not None and self.reducer not in REDUCERS:
+            raise ValueError(f"reducer must be one of {REDUCERS} or None, got {self.reducer!r}")
+
+    @property
+    def accumulate(self) -> bool:
+        """A reduction into the target (any reducer)."""
+        return self.reducer is not None
 
 
 class SparseIteration:
     """One sparse iteration. ``groups`` are Axis or FusedAxis loops, outermost first."""
 
     def __init__(self, name: str, groups, kinds: str, iter_vars, stores, init, buffers, atomic: bool = False,
-                 init_scope: str = OUTPUT):
+                 init_scope: str = OUTPUT, accum_dtype: str | None = None):
         if init_scope not in (OUTPUT, WRITTEN):
             raise ValueError(f"init_scope must be {OUTPUT!r} or {WRITTEN!r}, got {init_scope!r}")
+        if init is not None and init is not IDENTITY and (isinstance(init, bool) or not isinstance(init, (int, float))):
+            raise TypeError(f"iteration {name}: init must be a number or None, got {init!r}")
+        if accum_dtype is not None and accum_dtype not in ACCUM_DTYPES:
+            raise TypeError(f"iteration {name}: accum_dtype must be one of {ACCUM_DTYPES}, got {accum_dtype!r}")
         self.name = name
         self.atomic = atomic
         self.init_scope = init_scope
+        self.accum_dtype = accum_dtype
         self.groups = tuple(groups)
         self.kinds = kinds
         self.iter_vars = tuple(iter_vars)
@@ -68,6 +109,14 @@ class SparseIteration:
             out.extend(group.axes if isinstance(group, FusedAxis) else (group,))
         return out
 
+    def init_of(self, store: SparseStore):
+        """The value ``store``'s target starts from: None (keep), or a number."""
+        if self.init is None or not store.accumulate:
+            return None
+        if self.init is IDENTITY:
+            return reducer_identity(store.reducer, store.buffer.dtype)
+        return self.init
+
     def kind_of(self, axis: Axis) -> str:
         return self.kinds[self.axes.index(axis)]
 
@@ -81,7 +130,7 @@ class SparseIteration:
         kinds = kinds if kinds is not None else "".join(self.kind_of(a) for a in new_axes)
         iter_vars = [self.var_of(a) for a in new_axes]
         return SparseIteration(name or self.name, groups, kinds, iter_vars, self.stores, self.init, self.buffers,
-                               self.atomic, self.init_scope)
+                               self.atomic, self.init_scope, self.accum_dtype)
 
     def _validate(self) -> None:
         axes = self.axes
@@ -117,7 +166,8 @@ class SparseIteration:
             if has_reduction and not store.accumulate:
                 raise ValueError(
                     f"iteration {self.name}: {store.buffer.name} is assigned with '=' but the iteration "
-                    f"reduces over an 'R' axis; use '+='"
+                    f"reduces over an 'R' axis; use '+=', or {store.buffer.name}[...] = "
+                    f"ir.max({store.buffer.name}[...], x) (or ir.min) for a max (min) reduction"
                 )
 
     def __repr__(self) -> str:
@@ -141,16 +191,22 @@ class _StoreRecorder:
             value = tirx.const(value, buffer.dtype)
         if not isinstance(value, tirx.Expr):
             raise TypeError(f"{self.name}: cannot store {type(value).__name__} into {buffer.name}")
-        accumulate = False
+        reducer = None
         if isinstance(value, tirx.Add) and _is_load_of(value.a, buffer, indices):
-            value, accumulate = value.b, True
+            value, reducer = value.b, "sum"
+        elif isinstance(value, (tirx.Max, tirx.Min)):
+            kind = "max" if isinstance(value, tirx.Max) else "min"
+            if _is_load_of(value.a, buffer, indices):
+                value, reducer = value.b, kind
+            elif _is_load_of(value.b, buffer, indices):
+                value, reducer = value.a, kind
         if expr_dtype(value) != buffer.dtype:
             raise TypeError(
                 f"{self.name}: storing a {expr_dtype(value)} value into {buffer.name} ({buffer.dtype}); "
                 f"cast explicitly"
             )
         self.record_load(buffer)
-        self.stores.append(SparseStore(buffer, tuple(indices), value, accumulate))
+        self.stores.append(SparseStore(buffer, tuple(indices), value, reducer))
 
 
 def _is_load_of(expr, buffer: SparseBuffer, indices) -> bool:
@@ -161,14 +217,37 @@ def _is_load_of(expr, buffer: SparseBuffer, indices) -> bool:
     )
 
 
-def sparse_iteration(axes, kinds: str, *, name: str | None = None, init=0, atomic: bool = False,
-                     init_scope: str = OUTPUT):
+def sparse_iteration(axes, kinds: str, *, name: str | None = None, init=IDENTITY, atomic: bool = False,
+                     init_scope: str = OUTPUT, accum_dtype: str | None = None):
     """Decorator: trace a body function into a :class:`SparseIteration`.
 
-    The function receives one coordinate iterator per axis (fused axes expanded), named
-    after its parameters (or after the axes, for ``def body(*iters)``). ``init`` is the value outputs start from before "+=" (``None``:
-    keep the output's current contents); ``init_scope="written"``: only the elements the
-    iteration writes start from ``init``.
+    Parameters
+    ----------
+    axes : list of Axis or FusedAxis
+        The loops, outermost first; a child axis after its parent.
+    kinds : str
+        ``"S"`` (spatial) or ``"R"`` (reduction) per axis (fused axes expanded).
+    name : str, optional
+        The iteration's name (default: the function's).
+    init : number or None
+        What reduction targets start from (default: the reduction's identity, 0 / -inf /
+        +inf); None keeps what they hold.
+    atomic : bool
+        Parallel instances may update the same element (see the module docstring).
+    init_scope : str
+        ``"output"`` (the whole output starts from ``init``) or ``"written"`` (only the
+        elements the spatial loops address).
+    accum_dtype : str, optional
+        Reduce in this wider float dtype (e.g. ``"float32"`` for float16 or bfloat16 outputs);
+        ``transform.widen_accumulation`` (run by the lowering) gives each narrower reduction
+        target an accumulator and casts the result back once.
+
+    Returns
+    -------
+    callable
+        A decorator: the body function receives one coordinate iterator per axis, named after
+        its parameters (or after the axes, for ``def body(*iters)``), and stores into sparse
+        buffers; the decorated name is the :class:`SparseIteration`.
     """
     groups = list(axes)
     for group in groups:
@@ -191,6 +270,6 @@ def sparse_iteration(axes, kinds: str, *, name: str | None = None, init=0, atomi
         if returned is not None:
             raise TypeError(f"{body.__name__} must store into buffers, not return a value")
         return SparseIteration(recorder.name, groups, kinds, iter_vars, recorder.stores, init, recorder.buffers,
-                               atomic, init_scope)
+                               atomic, init_scope, accum_dtype)
 
     return decorate

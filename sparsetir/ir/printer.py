@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .axis import DENSE_FIXED, SPARSE_FIXED, Axis, FusedAxis
+from .iteration import IDENTITY
 
 
 def format_axis(axis: Axis) -> str:
@@ -27,6 +28,16 @@ def format_group(group) -> str:
     return group.name
 
 
+def format_update(reducer, target: str, value, atomic: bool = False) -> str:
+    """The right-hand side of a store as the user writes it: ``+= v``, ``= max(C[...], v)``, ``= v``."""
+    prefix = "atomic " if atomic else ""
+    if reducer == "sum":
+        return f"{prefix}+= {value}"
+    if reducer in ("max", "min"):
+        return f"= {prefix}{reducer}({target}, {value})"
+    return f"= {value}"
+
+
 def format_stage1(func) -> str:
     """Axes, buffers and iterations of ``func``, one declaration per line."""
     lines = [f"# Stage I: sparse function {func.name} (index dtype {func.idtype})"]
@@ -36,8 +47,9 @@ def format_stage1(func) -> str:
     for it in func.iterations:
         groups = ", ".join(format_group(g) for g in it.groups)
         names = ", ".join(v.name for v in it.iter_vars)
-        lines.append(f"with sparse_iteration([{groups}], {it.kinds!r}, name={it.name!r}, init={it.init}) as ({names}):")
+        init = "" if it.init is IDENTITY else f", init={it.init}"
+        lines.append(f"with sparse_iteration([{groups}], {it.kinds!r}, name={it.name!r}{init}) as ({names}):")
         for store in it.stores:
             target = f"{store.buffer.name}[{', '.join(map(str, store.indices))}]"
-            lines.append(f"    {target} {'+=' if store.accumulate else '='} {store.value}")
+            lines.append(f"    {target} {format_update(store.reducer, target, store.value)}")
     return "\n".join(lines)

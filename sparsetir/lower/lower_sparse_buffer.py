@@ -36,10 +36,31 @@ SIGNATURE_ATTR = "sparsetir.signature"
 # Block annotation: distinct iterations of the nest's outer loop write disjoint outputs, so the
 # loop may run in parallel even where TVM cannot prove it (accumulation without an init).
 PARALLEL_SAFE_ATTR = "sparsetir.parallel_safe"
+# Block annotation: the top block of a horizontally fused group (FusedGroup), whose members the
+# lowering made atomic where their writes may collide.
+FUSED_GROUP_ATTR = "sparsetir.fused_group"
+# Atomic max/min: calls to these extern functions (suffix "max"/"min"), defined in the CUDA source.
+ATOMIC_PREFIX = "sparsetir_atomic_"
 
 
 def _node_name(node) -> str:
     return f"{node.buffer.name}_fill" if isinstance(node, Fill) else node.name
+
+
+def combine(reducer: str, current, value):
+    """``current`` and ``value`` combined by ``reducer``."""
+    if reducer == "sum":
+        return current + value
+    return tirx.Max(current, value) if reducer == "max" else tirx.Min(current, value)
+
+
+def atomic_update(reducer: str, address, value):
+    """The atomic form of a reduction into ``*address``: CUDA's ``atomicAdd`` for sums, and for max
+    and min a helper of the CUDA build (``backend.cuda.ATOMIC_HELPERS``) on the float's bit pattern.
+    On the CPU the template turns them back into plain updates of loops it keeps serial."""
+    if reducer == "sum":
+        return T.cuda.atomic_add(address, value)
+    return tirx.call_extern(str(value.ty), f"{ATOMIC_PREFIX}{reducer}", address, value)
 
 
 def flat_shape(buffer) -> list:
@@ -58,7 +79,7 @@ class _Emitter:
     def __init__(self, func: Stage2Function):
         self.func = func
         self.flat: dict = {}  # SparseBuffer -> flat tirx buffer
-        self.by_view = {b.position_view: b for b in func.buffers}
+        self.by_view = {b.position_view: b for b in [*func.buffers, *func.intermediates]}
         self.analyzer = sym.Analyzer()
         self.params: list[dict] = []
         self.searched: set[str] = set()  # index arrays that binary searches need sorted
@@ -108,6 +129,9 @@ class _Emitter:
             flat = T.arg(buffer.name, T.buffer(shape, buffer.dtype, align=BUFFER_ALIGNMENT))
             self.flat[buffer] = flat
             self._sign(buffer.name, "buffer", buffer.name, buffer.dtype, shape)
+            if buffer in self.func.coordinates:  # checked on every call (runtime.signature)
+                self.params[-1]["coordinates_of"] = [{"axis": axis.name, "length": str(axis.length)}
+                                                     for axis in self.func.coordinates[buffer]]
         for axis in self.func.axes:
             for role, meta in (("indptr", axis.indptr), ("indices", axis.indices)):
                 if meta is not None:
@@ -118,13 +142,18 @@ class _Emitter:
         for var in self.func.size_vars:
             T.arg(var.name, var)
             self._sign(var.name, "size", var.name, self.func.idtype, [])
+        # Intermediates: allocated by the kernel (host workspace on the CPU, device memory the
+        # host allocates on CUDA), alive for the whole call.
+        for buffer in self.func.intermediates:
+            self.flat[buffer] = T.alloc_buffer(flat_shape(buffer), buffer.dtype, align=BUFFER_ALIGNMENT)
+            IRBuilder.name(buffer.name, self.flat[buffer])
 
     def _sign(self, name, role, of, dtype, shape) -> None:
         self.params.append({"name": name, "role": role, "of": of, "dtype": str(dtype),
                             "shape": [str(d) for d in shape]})
 
     def _mark_output(self, buffer) -> None:
-        if buffer.name not in self.outputs:
+        if buffer.name not in self.outputs and buffer not in self.func.intermediates:
             self.outputs.append(buffer.name)
 
     # -- statements --------------------------------------------------------------------
@@ -185,8 +214,7 @@ class _Emitter:
         with T.serial(0, extent) as loop_var:
             IRBuilder.name(group.var.name, loop_var)
             with T.sblock(group.name):
-                if group.parallel_safe:
-                    T.sblock_attr({PARALLEL_SAFE_ATTR: 1})
+                T.sblock_attr({FUSED_GROUP_ATTR: 1, **({PARALLEL_SAFE_ATTR: 1} if group.parallel_safe else {})})
                 fused = T.axis.spatial(extent, loop_var, dtype=self.func.idtype)
                 IRBuilder.name(f"v{group.var.name}", fused)
                 for outer, offset, size, member in zip(group.outer_vars, group.offsets, group.extents, group.members):
@@ -212,9 +240,10 @@ class _Emitter:
     @staticmethod
     def _emit_update(flat, indices, value, store: Store) -> None:
         if store.atomic:
-            T.evaluate(T.cuda.atomic_add(tirx.address_of(tirx.BufferLoad(flat, indices)), value))
+            address = tirx.address_of(tirx.BufferLoad(flat, indices))
+            T.evaluate(atomic_update(store.reducer, address, value))
         elif store.accumulate:
-            T.buffer_store(flat, tirx.BufferLoad(flat, indices) + value, indices)
+            T.buffer_store(flat, combine(store.reducer, tirx.BufferLoad(flat, indices), value), indices)
         else:
             T.buffer_store(flat, value, indices)
 

@@ -54,7 +54,13 @@ def lower_sparse_iter(func: SparseFunction) -> Stage2Function:
     names = [it.name for it in func.iterations]
     if len(set(names)) != len(names):
         raise ValueError(f"function {func.name}: iteration names must be unique, got {names}")
-    lowered = {it.name: _IterationLowering(it, func.idtype).lower() for it in func.iterations}
+    lowerings = {it.name: _IterationLowering(it, func.idtype) for it in func.iterations}
+    lowered = {name: lowering.lower() for name, lowering in lowerings.items()}
+    coordinates: dict = {}
+    for lowering in lowerings.values():
+        for buffer, axes in lowering.coordinates.items():
+            coordinates.setdefault(buffer, [])
+            coordinates[buffer] += [axis for axis in axes if axis not in coordinates[buffer]]
     groups = {names[0]: (names, disjoint) for names, disjoint in func.fused_groups}
     body, done = [], set()
     for it in func.iterations:
@@ -68,7 +74,8 @@ def lower_sparse_iter(func: SparseFunction) -> Stage2Function:
             done |= set(names)
         else:
             body.extend(lowered[it.name])
-    return Stage2Function(func.name, func.buffers, func.axes, func.size_vars, func.idtype, body)
+    return Stage2Function(func.name, func.buffers, func.axes, func.size_vars, func.idtype, body, func.intermediates,
+                          coordinates)
 
 
 def _fuse(name: str, tops: list, disjoint: bool) -> FusedGroup:
@@ -98,6 +105,7 @@ class _IterationLowering:
         self.level: dict[tirx.Var, int] = {}  # position and search-result vars -> loop index
         self.searches: list[Search] = []
         self.search_memo: dict[tuple, Search] = {}
+        self.coordinates: dict = {}  # integer buffer -> the axes its values index (checked per call)
 
     # -- loops -------------------------------------------------------------------------
     def lower(self) -> list:
@@ -219,6 +227,7 @@ class _IterationLowering:
                 access.exact.append(True)
             else:
                 coordinate = self._rewrite(index)
+                self._note_coordinate_buffer(index, axis)
                 if not axis.is_sparse:
                     position = coordinate
                     access.guards += self._bounds_guards(index, coordinate, axis)
@@ -240,6 +249,17 @@ class _IterationLowering:
             parent_offset = self.offset[axis] if direct else offsets.chain_offset(axis, parent_offset, position)
             parent_direct = direct
         return access
+
+    def _note_coordinate_buffer(self, index, axis: Axis) -> None:
+        """An index that is a load of an integer buffer (``out[OutIdx[r, p], k]``): its values must be
+        coordinates of ``axis``, which every call checks, so no out-of-range entry is dropped silently."""
+        if not isinstance(index, TensorLoad):
+            return
+        buffer = next((b for b in self.it.buffers if index.source.same_as(b.coordinate_view)), None)
+        if buffer is not None and buffer.dtype.startswith("int"):
+            axes = self.coordinates.setdefault(buffer, [])
+            if axis not in axes:
+                axes.append(axis)
 
     def _bounds_guards(self, index, coordinate, axis) -> list:
         """Conditions keeping a computed coordinate inside a dense axis, unless provable.
@@ -298,7 +318,7 @@ class _IterationLowering:
 
     def _lower_store(self, store):
         access = self._access(store.buffer, list(store.indices), allow_search=False)
-        lowered = Store(store.buffer, tuple(access.positions), self._rewrite(store.value), store.accumulate,
+        lowered = Store(store.buffer, tuple(access.positions), self._rewrite(store.value), store.reducer,
                         predicate=tuple(access.guards), atomic=self.it.atomic and store.accumulate)
         return lowered, access
 
@@ -327,7 +347,7 @@ class _IterationLowering:
             blocks[-1].body.append(store)
             if not store.accumulate or self.it.init is None:
                 continue
-            init_value = tirx.const(self.it.init, store.buffer.dtype)
+            init_value = tirx.const(self.it.init_of(store), store.buffer.dtype)
             # In place: a T.init in the reduction block sets every element the spatial loops
             # address (each exactly once), then the reduction accumulates onto it.
             # Non-direct (but exact) targets only where the iteration initialises just what it writes.
@@ -340,7 +360,7 @@ class _IterationLowering:
                 and all(block_of[i] <= min(reduction_blocks) for i in spatial_loops)
             )
             if in_place:
-                blocks[min(reduction_blocks)].init.append(Store(store.buffer, store.positions, init_value, False))
+                blocks[min(reduction_blocks)].init.append(Store(store.buffer, store.positions, init_value))
             else:
                 fills.append(Fill(store.buffer, init_value))
         return fills + [blocks[0]]

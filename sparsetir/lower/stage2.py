@@ -14,6 +14,7 @@ from tvm import tirx
 
 from ..ir.axis import Axis
 from ..ir.buffer import SparseBuffer
+from ..ir.printer import format_update
 
 FIND = "find"  # index of ``key`` in the sorted array[lo:hi], or -1 when absent
 UPPER_BOUND = "upper_bound"  # first index in [lo, hi) whose entry is > key, else hi
@@ -43,15 +44,20 @@ class Search:
 
 @dataclass(eq=False)
 class Store:
-    """``buffer[positions] (+)= value`` where every ``predicate`` holds; loads in ``value`` use
-    position views. ``atomic`` accumulations become atomic adds on CUDA."""
+    """``buffer[positions] = value``, or a reduction into it (``reducer`` "sum", "max" or "min"),
+    where every ``predicate`` holds; loads in ``value`` use position views. ``atomic``
+    reductions may collide across parallel instances (atomic on CUDA)."""
 
     buffer: SparseBuffer
     positions: tuple
     value: tirx.Expr
-    accumulate: bool
+    reducer: str | None = None
     predicate: tuple = ()
     atomic: bool = False
+
+    @property
+    def accumulate(self) -> bool:
+        return self.reducer is not None
 
 
 @dataclass(eq=False)
@@ -104,6 +110,8 @@ class Stage2Function:
     size_vars: list[tirx.Var]
     idtype: str
     body: list  # Fill and top-level Blocks, in execution order
+    intermediates: list = field(default_factory=list)  # buffers the kernel allocates
+    coordinates: dict = field(default_factory=dict)  # integer buffer -> axes it gives coordinates of
 
     def __str__(self) -> str:
         return format_stage2(self)
@@ -114,6 +122,8 @@ def format_stage2(func: Stage2Function) -> str:
     params = [f"{b.name}: {b.dtype}[{', '.join(a.name for a in b.axes)}]" for b in func.buffers]
     params += [f"{m.name}: {m.dtype}[{', '.join(map(str, m.shape))}]" for a in func.axes for m in a.metadata()]
     lines = [f"# Stage II: positions (index dtype {func.idtype})", f"def {func.name}({', '.join(params)}):"]
+    lines += [f"    {b.name} = alloc({b.dtype}[{', '.join(a.name for a in b.axes)}])  # intermediate"
+              for b in func.intermediates]
     for node in func.body:
         _format_node(node, 1, lines)
     return "\n".join(lines)
@@ -125,9 +135,8 @@ def _format_node(node, depth: int, lines: list) -> None:
         lines.append(f"{pad}{node.buffer.name}[...] = {node.value}")
     elif isinstance(node, Store):
         target = f"{node.buffer.name}[{', '.join(map(str, node.positions))}]"
-        operator = ("atomic+=" if node.atomic else "+=") if node.accumulate else "="
         guard = f"if {' and '.join(map(str, node.predicate))}: " if node.predicate else ""
-        lines.append(f"{pad}{guard}{target} {operator} {node.value}")
+        lines.append(f"{pad}{guard}{target} {format_update(node.reducer, target, node.value, node.atomic)}")
     elif isinstance(node, FusedGroup):
         lines.append(f"{pad}for {node.var.name} in grid({node.extent}):  # horizontally fused")
         for outer, offset, extent, member in zip(node.outer_vars, node.offsets, node.extents, node.members):

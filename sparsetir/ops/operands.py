@@ -23,7 +23,9 @@ from ..schedule.knobs import Knob, boolean, knob, optional_boolean, register_kno
 from ..transform import format_decompose, horizontal_fuse
 from .registry import get_op
 
-DEVICE_DTYPES = {"cpu": ("float32", "float64"), "cuda": ("float16", "float32", "float64")}
+DEVICE_DTYPES = {"cpu": ("float16", "bfloat16", "float32", "float64"),
+                 "cuda": ("float16", "bfloat16", "float32", "float64")}
+HALF_DTYPES = ("float16", "bfloat16")  # accumulate in float32 unless accum_dtype says otherwise
 _compiled: dict[tuple, object] = {}
 
 
@@ -45,6 +47,17 @@ register_knob(Knob("horizontal_fuse", ("cpu", "cuda"), None, (None, True), optio
                    "horizontal_fuse=False: they then run one after another)"))
 register_knob(Knob("specialize", ("cpu", "cuda"), False, (False, True), boolean("specialize"),
                    "compile the matrix's sizes as constants (one kernel per matrix)", scope="op"))
+
+
+def _accum_dtype(value):
+    if value is not None and value not in ("float32", "float64"):
+        raise ValueError(f"accum_dtype must be 'float32', 'float64' or None, got {value!r}")
+    return value
+
+
+register_knob(Knob("accum_dtype", ("cpu", "cuda"), None, (None,), _accum_dtype,
+                   "reduce in this wider float (None: float32 for float16/bfloat16 kernels, else the kernel's "
+                   "own dtype)", scope="op"))
 
 
 def check_dense_operand(array, name: str, *, ndim: int = 2) -> str:
@@ -219,7 +232,11 @@ def prepare_op(op: str, A, feat, *, format, target, dtype, index_dtype, knobs: d
         raise ValueError(f"{op} does not run in the format {format!r}; it runs in {formats}")
     prepared = prepare_matrix(A, feat, format=fmt, target=target, dtype=dtype, index_dtype=index_dtype,
                               canonical=canonical)
-    knobs = check_op_knobs({**get_op(op).default_knobs(prepared.device), **knobs}, prepared.fmt, prepared.device)
+    defaults = get_op(op).default_knobs(prepared.device)
+    if prepared.dtype in HALF_DTYPES and knobs.get("accum_dtype") is None:
+        defaults["accum_dtype"] = "float32"
+    knobs = check_op_knobs({**defaults, **{k: v for k, v in knobs.items() if v is not None or k != "accum_dtype"}},
+                           prepared.fmt, prepared.device)
     return prepared, knobs
 
 

@@ -33,7 +33,7 @@ register_knob(Knob("sparse_fuse", ("cpu", "cuda"), None, (None, True), optional_
 
 
 def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
-                   horizontal_fuse=None, sparse_fuse=None) -> SparseFunction:
+                   horizontal_fuse=None, sparse_fuse=None, accum_dtype: str | None = None) -> SparseFunction:
     """The Stage I SDDMM in ``fmt`` with ``feat``-long rows in X and Y.
 
     ``sparse_fuse`` (CSR only; default True, as in the paper; ``compile_sddmm`` passes False on
@@ -47,7 +47,7 @@ def sddmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32"
     Y = SparseBuffer("Y", (axes.dense_cols, features), dtype)
     C = SparseBuffer("C", (rows, cols), dtype)
 
-    @sparse_iteration([rows, cols, features], "SSR", name="sddmm")
+    @sparse_iteration([rows, cols, features], "SSR", name="sddmm", accum_dtype=accum_dtype)
     def sddmm(i, j, k):
         C[i, j] += A[i, j] * X[i, k] * Y[j, k]
 
@@ -71,7 +71,8 @@ def compile_sddmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dty
     if fuse_nonzeros is None:  # the CPU runs rows in parallel (no per-non-zero row search)
         fuse_nonzeros = not p.fmt.rewrites and p.device == "cuda"
     kernel = make_kernel("sddmm", lambda: sddmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse,
-                                                         sparse_fuse=fuse_nonzeros), p,
+                                                         sparse_fuse=fuse_nonzeros,
+                                                         accum_dtype=knobs.get("accum_dtype")), p,
                          knobs=knobs, inputs=["X", "Y"], output="C", output_per_slot=True)
     kernel.matrix = p.matrix
     return kernel

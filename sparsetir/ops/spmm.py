@@ -16,15 +16,15 @@ from .registry import OpSpec, register_op
 
 
 def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
-                  horizontal_fuse=None) -> SparseFunction:
-    """The Stage I SpMM in ``fmt`` with ``feat`` columns in B."""
+                  horizontal_fuse=None, accum_dtype: str | None = None) -> SparseFunction:
+    """The Stage I SpMM in ``fmt`` with ``feat`` columns in B (reduced in ``accum_dtype`` when given)."""
     axes = csr_operand_axes(feat, idtype)
     rows, cols, features = axes.rows, axes.cols, axes.features
     A = SparseBuffer("A", (rows, cols), dtype)
     B = SparseBuffer("B", (axes.dense_cols, features), dtype)
     C = SparseBuffer("C", (rows, features), dtype)
 
-    @sparse_iteration([rows, cols, features], "SRS", name="spmm")
+    @sparse_iteration([rows, cols, features], "SRS", name="spmm", accum_dtype=accum_dtype)
     def spmm(i, j, k):
         C[i, k] += A[i, j] * B[j, k]
 
@@ -60,8 +60,8 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
     """
     p, knobs = prepare_op("spmm", A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype,
                           knobs=knobs)
-    fuse = knobs.get("horizontal_fuse")
-    return make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse), p,
+    fuse, accum = knobs.get("horizontal_fuse"), knobs.get("accum_dtype")
+    return make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse, accum), p,
                        knobs=knobs, inputs=["B"], output="C")
 
 

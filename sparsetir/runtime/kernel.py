@@ -16,9 +16,9 @@ import numpy as np
 
 from .function import CompiledFunction, sidecar
 from .marshal import aligned_empty, is_torch
-from .signature import evaluate
+from .signature import Signature, evaluate
 from .slot_layout import SlotLayout
-from .validate import check_dense, dtype_name
+from .validate import check_dense, dtype_name, numpy_dtype
 
 
 class Kernel:
@@ -37,6 +37,11 @@ class Kernel:
         names = [*spec["inputs"], *spec["outputs"], *spec["values"]]
         self._shape = {name: tuple(evaluate(e, self.sizes) for e in params[name]["shape"]) for name in names}
         self._dtype = {name: params[name]["dtype"] for name in names}
+        # integer buffers used as coordinates: the bound ones are checked now, the inputs every call
+        self._coordinates = {name: p for name, p in params.items() if p.get("coordinates_of")}
+        for name, array in self._bound.items():
+            if name in self._coordinates:
+                Signature.check_coordinates(self._coordinates[name], array, self.sizes)
 
     @property
     def source(self) -> str:
@@ -65,6 +70,8 @@ class Kernel:
         for name, array in zip(names, inputs):
             _check_array_type(array, name)
             check_dense(array, name=name, shape=self._shape[name], dtype=self._dtype[name])
+            if name in self._coordinates:
+                Signature.check_coordinates(self._coordinates[name], array, self.sizes)
         arrays = dict(zip(names, inputs))
         prepared = self._structure()
         if values is not None:
@@ -119,7 +126,7 @@ class Kernel:
 
                 values = values.to(getattr(torch, self.dtype))
             else:
-                values = values.astype(self.dtype)
+                values = values.astype(numpy_dtype(self.dtype))
         return {self.spec["values"][0]: values}
 
     def export(self, path) -> Path:

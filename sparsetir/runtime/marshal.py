@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .validate import numpy_dtype
+
 ALIGNMENT = 16
 
 
@@ -20,7 +22,7 @@ def is_torch(array) -> bool:
 
 def aligned_empty(shape, dtype) -> np.ndarray:
     """An uninitialised numpy array whose data pointer is ALIGNMENT-aligned."""
-    dtype = np.dtype(dtype)
+    dtype = numpy_dtype(dtype)
     count = int(np.prod(shape, dtype=np.int64))
     raw = np.empty(count * dtype.itemsize + ALIGNMENT, dtype=np.uint8)
     start = (-raw.ctypes.data) % ALIGNMENT
@@ -61,6 +63,15 @@ def kernel_argument(array, *, output: bool = False):
         return copy, (copy if output else None)
     if output and not array.flags.writeable:
         raise ValueError("the output array is read-only")
+    if array.dtype.name == "bfloat16":  # numpy's DLPack has no bfloat16: a torch view of the same memory
+        import torch  # noqa: PLC0415 - only for bfloat16 numpy arrays (ml_dtypes)
+
+        if not array.size:
+            return torch.empty(array.shape, dtype=torch.bfloat16), None
+        if array.flags.c_contiguous and array.ctypes.data % ALIGNMENT == 0:
+            return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16), None
+        copy = aligned_copy(array)
+        return torch.from_numpy(copy.view(np.int16)).view(torch.bfloat16), (copy if output else None)
     if array.size:
         try:
             return _import_numpy(array), None

@@ -14,6 +14,7 @@ import operator
 import numpy as np
 
 from .validate import (
+    check_coordinates,
     check_dense,
     check_disjoint_rows,
     check_distinct_rows,
@@ -91,8 +92,16 @@ class Signature:
                 continue
             shape = tuple(evaluate(e, sizes) for e in param["shape"])
             check_dense(bound[param["name"]], name=param["name"], shape=shape, dtype=param["dtype"])
+            self.check_coordinates(param, bound[param["name"]], sizes)
         for axis in self.axes:
             self._check_axis(axis, bound, sizes)
+
+    @staticmethod
+    def check_coordinates(param: dict, array, sizes: dict) -> None:
+        """An integer buffer the kernel uses as coordinates (``coordinates_of``) holds only valid ones."""
+        for use in param.get("coordinates_of", ()):
+            check_coordinates(_host(array), name=param["name"], length=evaluate(use["length"], sizes),
+                              axis=use["axis"])
 
     def _check_axis(self, axis: dict, bound: dict, sizes: dict) -> None:
         if axis["indptr"] is None and axis["indices"] is None:

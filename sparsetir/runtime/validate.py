@@ -70,6 +70,22 @@ def check_sorted_rows(indptr: np.ndarray, indices: np.ndarray, *, name: str) -> 
         raise ValueError(f"{name} must be sorted without duplicates within each row (position {at})")
 
 
+def check_coordinates(values, *, name: str, length: int, axis: str) -> None:
+    """Every entry of an integer buffer used as a coordinate of ``axis`` lies in [0, length).
+
+    The kernels guard such accesses, so an entry out of range would be dropped silently;
+    this names the buffer and the first bad position (in flat, row-major order) instead.
+    """
+    flat = np.asarray(values).reshape(-1)
+    if not flat.size:
+        return
+    bad = (flat < 0) | (flat >= length)
+    if bad.any():
+        at = int(np.argmax(bad))
+        raise ValueError(f"{name}[{at}] = {int(flat[at])} is out of range: {name} indexes axis {axis}, whose "
+                         f"coordinates lie in [0, {length})")
+
+
 def entry_rows(indptr: np.ndarray) -> np.ndarray:
     """The row of every stored entry of a CSR ``indptr`` (int64)."""
     return np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
@@ -114,6 +130,18 @@ def check_dense(array, *, name: str, shape: tuple, dtype) -> None:
 
 @cache
 def _numpy_dtype(dtype) -> np.dtype:
+    return numpy_dtype(dtype)
+
+
+def numpy_dtype(dtype) -> np.dtype:
+    """``np.dtype(dtype)``, with ``"bfloat16"`` as ml_dtypes' bfloat16 (numpy has none of its own)."""
+    if str(dtype) == "bfloat16":
+        try:
+            import ml_dtypes  # noqa: PLC0415 - optional: only bfloat16 host arrays need it (apache-tvm brings it)
+        except ImportError:
+            raise TypeError("bfloat16 numpy arrays need the ml_dtypes package (pip install ml_dtypes), "
+                            "or pass torch bfloat16 tensors") from None
+        return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(dtype)
 
 

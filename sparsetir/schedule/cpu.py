@@ -34,6 +34,7 @@ from .nest import (
     largest_power_of_two_dividing,
     nests,
     new_schedule,
+    plain_updates,
     store_dtype,
     writes_contiguously,
 )
@@ -93,11 +94,12 @@ def schedule_cpu(func: tirx.PrimFunc, **knobs) -> tvm.IRModule:
         decompose_at = {
             i: first_reduce_index(sch, block) for i, block in enumerate(nest.blocks) if has_init(sch, block)
         }
-        if parallel and iter_kinds(sch, nest.top)[0] == SPATIAL:
+        if parallel and iter_kinds(sch, nest.top)[0] == SPATIAL and is_parallel_safe(sch, nest.top):
+            # only where the lowering proved that distinct outer iterations write apart (TVM's own
+            # check accepts a spatial loop whose writes collide through an index array); where it
+            # refuses a proven loop (accumulation without an init), the loop is forced parallel
             outer = sch.get_loops(nest.top)[0]
-            # accumulation without an init: TVM cannot prove the loop race-free, the lowering can
-            apply_or_force(sch, sch.parallel, outer, tirx.ForKind.PARALLEL, forced,
-                           allowed=is_parallel_safe(sch, nest.top))
+            apply_or_force(sch, sch.parallel, outer, tirx.ForKind.PARALLEL, forced)
         for leaf in nest.leaves:
             _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll, forced)
             if _vectorize_reduction(sch, leaf, reduce_lanes, unroll, forced):
@@ -105,7 +107,8 @@ def schedule_cpu(func: tirx.PrimFunc, **knobs) -> tvm.IRModule:
         for i, index in decompose_at.items():
             block = nest.blocks[i]
             sch.decompose_reduction(block, sch.get_loops(block)[index])
-    return insert_prefetch(force_loop_kinds(sch.mod, forced), prefetch, all_lines=prefetch_lines)
+    # atomic updates run as plain ones: their loops are serial, or proven to write apart
+    return insert_prefetch(plain_updates(force_loop_kinds(sch.mod, forced)), prefetch, all_lines=prefetch_lines)
 
 
 def _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll, forced) -> None:
@@ -115,6 +118,8 @@ def _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll, for
     extent = constant_extent(sch, leaf, last)
     if extent is None or not writes_contiguously(sch, leaf, last):
         return
+    if store_dtype(sch, leaf) == "bfloat16":
+        return  # TVM's bfloat16 legalisation rejects vector stores (a bf16xN store into a uint16 buffer)
     width = vector_width or largest_power_of_two_dividing(extent, VECTOR_BYTES // dtype_bytes(store_dtype(sch, leaf)))
     if width <= 1:
         return

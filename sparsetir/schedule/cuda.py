@@ -15,11 +15,12 @@ The knobs (``rows_per_block``, ``lanes``, ``threads``) are declared below with
 from __future__ import annotations
 
 import tvm
-from tvm import tirx
+from tvm import s_tir, tirx
 
 from .knobs import Knob, int_at_least, knob_settings, register_knob
 from .nest import (
     SPATIAL,
+    accumulates_only_atomically,
     apply_or_force,
     constant_extent,
     first_reduce_index,
@@ -27,6 +28,8 @@ from .nest import (
     has_atomics,
     has_init,
     is_fill,
+    is_fused_group,
+    is_parallel_safe,
     iter_kinds,
     largest_power_of_two_dividing,
     nests,
@@ -61,10 +64,20 @@ def schedule_cuda(func: tirx.PrimFunc, **knobs) -> tvm.IRModule:
             loops = sch.get_loops(nest.top)
             _bind_threads(sch, sch.fuse(*loops) if len(loops) > 1 else loops[0], threads, forced)
             continue
-        if iter_kinds(sch, nest.top)[0] != SPATIAL:
+        name = sch.get(nest.top).name_hint
+        if not (is_parallel_safe(sch, nest.top) or is_fused_group(sch, nest.top)
+                or accumulates_only_atomically(sch, nest)):
             raise ValueError(
-                f"block {sch.get(nest.top).name_hint}: the CUDA template needs a spatial ('S') outermost axis"
-            )
+                f"block {name}: instances of its outer loop may write the same output element, and the CUDA "
+                "template runs them in parallel; declare the iteration atomic=True (its reductions are then "
+                "atomic)")
+        if iter_kinds(sch, nest.top)[0] != SPATIAL:
+            # a reduction outermost (a relation or scatter loop): every update is atomic (checked
+            # above), so its instances run in parallel; an in-place init would be wrong there
+            if any(has_init(sch, b) for b in nest.blocks):
+                raise ValueError(f"block {name}: a reduction-outermost nest that initialises in place")
+            _bind_threads(sch, _fuse_outer(sch, nest.top), threads, forced)
+            continue
         if all(_is_feature_leaf(sch, nest, leaf) for leaf in nest.leaves) and not any(
                 has_init(sch, b) for b in nest.blocks if b not in nest.leaves):
             row_outer, row_inner = sch.split(sch.get_loops(nest.top)[0], [None, rows_per_block])
@@ -78,6 +91,17 @@ def schedule_cuda(func: tirx.PrimFunc, **knobs) -> tvm.IRModule:
             for block, index in decompose_at.items():
                 sch.decompose_reduction(block, sch.get_loops(block)[index])
     return force_loop_kinds(sch.mod, forced)
+
+
+def _fuse_outer(sch, top):
+    """The loops around the nest's top block, fused into one where TVM allows it (else the outermost)."""
+    loops = sch.get_loops(top)
+    if len(loops) == 1:
+        return loops[0]
+    try:
+        return sch.fuse(*loops)
+    except s_tir.ScheduleError:
+        return loops[0]
 
 
 def _bind(sch, loop, tag: str, forced: dict) -> None:

@@ -14,11 +14,23 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from ..lower.lower_sparse_buffer import PARALLEL_SAFE_ATTR
+from ..lower.lower_sparse_buffer import ATOMIC_PREFIX, FUSED_GROUP_ATTR, PARALLEL_SAFE_ATTR
 
 SPATIAL = 0  # tirx.IterVar.DataPar
 REDUCE = 2  # tirx.IterVar.CommReduce
 ATOMIC_ADD = "tirx.cuda.atomic_add"
+CALL_EXTERN = "tirx.call_extern"
+
+
+def atomic_reducer(call) -> str | None:
+    """The reducer ("sum", "max", "min") of an atomic update the lowering emitted, else None."""
+    name = getattr(call.op, "name", None)
+    if name == ATOMIC_ADD:
+        return "sum"
+    if name == CALL_EXTERN and call.args and isinstance(call.args[0], tvm.ir.expr.StringImm) \
+            and call.args[0].value.startswith(ATOMIC_PREFIX):
+        return call.args[0].value[len(ATOMIC_PREFIX):]
+    return None
 
 
 @dataclass
@@ -87,6 +99,11 @@ def is_fill(sch: s_tir.Schedule, nest: Nest) -> bool:
     return len(nest.blocks) == 1 and sch.get(nest.top).name_hint.endswith("_fill")
 
 
+def is_fused_group(sch: s_tir.Schedule, block) -> bool:
+    """A horizontally fused group's top block: the lowering made its colliding members atomic."""
+    return FUSED_GROUP_ATTR in sch.get(block).annotations
+
+
 def is_parallel_safe(sch: s_tir.Schedule, block) -> bool:
     """The lowering proved that the block's outer-loop iterations write disjoint outputs."""
     return PARALLEL_SAFE_ATTR in sch.get(block).annotations
@@ -100,8 +117,10 @@ def updates(sch: s_tir.Schedule, block) -> list[tuple]:
         found.append((store.buffer, list(store.indices), False))
 
     def on_call(call):
-        if getattr(call.op, "name", None) == ATOMIC_ADD:
-            target = call.args[0].args[0]  # address_of(buffer[indices])
+        reducer = atomic_reducer(call)
+        if reducer is not None:
+            address = call.args[0] if reducer == "sum" else call.args[1]
+            target = address.args[0]  # address_of(buffer[indices])
             found.append((target.source, list(target.indices), True))
 
     tvm_ffi.structural_walk(sch.get(block).body, [(tirx.BufferStore, on_store), (tvm.ir.expr.Call, on_call)])
@@ -117,6 +136,31 @@ def writes_contiguously(sch: s_tir.Schedule, block, index: int) -> bool:
 
 def has_atomics(sch: s_tir.Schedule, block) -> bool:
     return any(atomic for _, _, atomic in updates(sch, block))
+
+
+def accumulates_only_atomically(sch: s_tir.Schedule, nest) -> bool:
+    """Every update of the nest's leaves is atomic (so parallel instances may collide)."""
+    found = [u for leaf in nest.leaves for u in updates(sch, leaf)]
+    return bool(found) and all(atomic for _, _, atomic in found)
+
+
+def plain_updates(mod: tvm.IRModule) -> tvm.IRModule:
+    """The lowering's atomic updates as plain read-modify-writes (``C[i] = C[i] + v``, ``max``, ``min``),
+    for loops that run one instance at a time or are proven to write apart (the CPU template)."""
+
+    def on_evaluate(stmt, mutator):
+        call = stmt.value
+        reducer = atomic_reducer(call) if isinstance(call, tvm.ir.expr.Call) else None
+        if reducer is None:
+            return mutator.default_mutate(stmt)
+        address, value = (call.args[0], call.args[1]) if reducer == "sum" else (call.args[1], call.args[2])
+        target = address.args[0]
+        current = tirx.BufferLoad(target.source, list(target.indices))
+        combined = current + value if reducer == "sum" else (
+            tirx.Max(current, value) if reducer == "max" else tirx.Min(current, value))
+        return tirx.BufferStore(target.source, combined, list(target.indices))
+
+    return tvm_ffi.structural_mutate(mod, [(tirx.Evaluate, on_evaluate)])
 
 
 def store_dtype(sch: s_tir.Schedule, block) -> str:

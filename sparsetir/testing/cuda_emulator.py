@@ -62,7 +62,7 @@ _UNSUPPORTED = [
     (r"\b(wmma|nvcuda|cooperative_groups|cuda::pipeline|__pipeline_\w+)\b", "tensor-core/cooperative/pipeline APIs"),
     (r"\btvm_warp_\w+\b", "TVM warp intrinsics"),
     (r"\b__grid_constant__\b|\bCUtensorMap\b", "TMA tensor maps"),
-    (r"\b__nv_bfloat16\w*\b|\bnv_bfloat16\b|\b__nv_fp8\w*\b", "bfloat16/fp8 types"),
+    (r"\b__nv_fp8\w*\b", "fp8 types"),
 ]
 
 _KERNEL_DEF = r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?{name}\s*\(([^)]*)\)\s*\{{'
@@ -77,6 +77,7 @@ _SCALAR_DTYPES = {
     "short": "int16", "int16_t": "int16", "unsigned short": "uint16", "ushort": "uint16", "uint16_t": "uint16",
     "char": "int8", "signed char": "int8", "int8_t": "int8",
     "unsigned char": "uint8", "uchar": "uint8", "uint8_t": "uint8", "bool": "bool",
+    "nv_bfloat16": "bfloat16", "__nv_bfloat16": "bfloat16",
 }
 _VECTOR_BASES = {
     "char": "int8", "uchar": "uint8", "short": "int16", "ushort": "uint16", "int": "int32",
@@ -213,6 +214,13 @@ template <class T, class U> static inline T atomicExch(T* p, U v) { T old = *p; 
 template <class T, class U, class V> static inline T atomicCAS(T* p, U cmp, V v) {
   T old = *p; if (old == (T)cmp) *p = (T)v; return old;
 }
+// sparsetir's atomic max/min (backend.cuda.ATOMIC_HELPERS on a GPU): sequential here
+template <class T, class U> static inline T sparsetir_atomic_max(T* p, U v) { T old = *p; if (old < (T)v) *p = (T)v; return old; }
+template <class T, class U> static inline T sparsetir_atomic_min(T* p, U v) { T old = *p; if ((T)v < old) *p = (T)v; return old; }
+#define CUDART_INF_F (__builtin_inff())
+#define CUDART_INF (__builtin_inf())
+#define CUDART_NAN_F (__builtin_nanf(""))
+#define CUDART_NAN (__builtin_nan(""))
 template <class T> static inline T __ldg(const T* p) { return *p; }
 static inline void __threadfence() {}
 static inline void __threadfence_block() {}
@@ -266,11 +274,40 @@ def _uses_half(text: str) -> bool:
     return re.search(r"\b(__)?half2?\b", text) is not None
 
 
+_PRELUDE_BFLOAT16 = r"""
+// bfloat16: the upper half of a float, rounded to nearest even (NaN kept quiet)
+struct nv_bfloat16 {
+  uint16_t bits;
+  nv_bfloat16() = default;
+  nv_bfloat16(float f) {
+    uint32_t u; std::memcpy(&u, &f, 4);
+    bits = (f != f) ? (uint16_t)((u >> 16) | 0x40) : (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+  }
+  nv_bfloat16(double d) : nv_bfloat16((float)d) {}
+  nv_bfloat16(int i) : nv_bfloat16((float)i) {}
+  operator float() const { uint32_t u = (uint32_t)bits << 16; float f; std::memcpy(&f, &u, 4); return f; }
+};
+typedef nv_bfloat16 __nv_bfloat16;
+struct alignas(4) nv_bfloat162 { nv_bfloat16 x, y; };
+typedef nv_bfloat162 __nv_bfloat162;
+static inline nv_bfloat162 make_nv_bfloat162(nv_bfloat16 x, nv_bfloat16 y) { nv_bfloat162 v; v.x = x; v.y = y; return v; }
+static inline nv_bfloat16 __float2bfloat16(float x) { return nv_bfloat16(x); }
+static inline nv_bfloat16 __float2bfloat16_rn(float x) { return nv_bfloat16(x); }
+static inline float __bfloat162float(nv_bfloat16 x) { return (float)x; }
+"""
+
+
+def _uses_bfloat16(text: str) -> bool:
+    return re.search(r"\b(__)?nv_bfloat162?\b", text) is not None
+
+
 def _prelude(kernel_text: str) -> str:
     parts = [_PRELUDE_HEAD]
     parts += [_vector_type(*spec) for spec in _VECTOR_TYPES]
     if _uses_half(kernel_text):
         parts.append(_PRELUDE_HALF)
+    if _uses_bfloat16(kernel_text):
+        parts.append(_PRELUDE_BFLOAT16)
     parts.append(_PRELUDE_TAIL)
     return "".join(parts)
 
@@ -756,6 +793,19 @@ def emulate_module(
         for gv, f in lowered.functions.items()
         if f.attrs is not None and "tirx.is_global_func" in f.attrs
     }
+    # Buffers the host allocates (a kernel's intermediates): one array each, for every launch,
+    # starting as NaN (or -1) so a read before any write shows.
+    allocated = {}
+
+    def on_alloc(stmt):
+        buffer = stmt.buffer
+        shape = tuple(_evaluate(d, known, lets, f"{buffer.name}.shape") for d in buffer.shape)
+        fill = np.nan if np.dtype(str(buffer.dtype)).kind == "f" else -1
+        allocated[buffer] = np.full(shape, fill, dtype=str(buffer.dtype))
+
+    tvm_ffi.structural_walk(func.body, [(tvm.tirx.AllocBuffer, on_alloc)])
+    by_var.update({buffer: f"__alloc_{buffer.name}" for buffer in allocated})
+    bound.update({f"__alloc_{buffer.name}": array for buffer, array in allocated.items()})
     for launch in _launches_in(func):
         kernel_args = []
         for i, operand in enumerate(launch.operands):

@@ -1,10 +1,12 @@
-"""Stage I transformations: ``sparse_reorder``, ``sparse_fuse``, ``format_decompose``, ``horizontal_fuse``;
-and ``specialize`` on Stage III."""
+"""Stage I transformations: ``sparse_reorder``, ``sparse_fuse``, ``format_decompose``, ``horizontal_fuse``,
+``widen_accumulation``; and ``specialize`` on Stage III."""
 
 from .decompose import FormatRewriteRule, format_decompose
 from .fuse import sparse_fuse
 from .horizontal_fuse import horizontal_fuse
+from .precision import widen_accumulation
 from .reorder import sparse_reorder
 from .specialize import specialize
 
-__all__ = ["FormatRewriteRule", "format_decompose", "horizontal_fuse", "sparse_fuse", "sparse_reorder", "specialize"]
+__all__ = ["FormatRewriteRule", "format_decompose", "horizontal_fuse", "sparse_fuse", "sparse_reorder", "specialize",
+           "widen_accumulation"]

@@ -18,7 +18,7 @@ Before::
 
 After ``format_decompose(func, [ell_rule, remainder_rule])``::
 
-    with sparse_iteration([I, J_ell, K], 'SRS', name='spmm_ell', init=0) as (i, j_ell, k):
+    with sparse_iteration([I, J_ell, K], 'SRS', name='spmm_ell') as (i, j_ell, k):
         C[i, k] += A_ell[i, j_ell] * B[j_ell, k]
     with sparse_iteration([I, J_rem, K], 'SRS', name='spmm_rem', init=None) as (i, j_rem, k):
         C[i, k] += A_rem[i, j_rem] * B[j_rem, k]
@@ -91,7 +91,8 @@ def format_decompose(func: SparseFunction, rules, *, iteration: str | None = Non
     partition = all(rule.owns_rows for rule in rules)
     fills = []
     if shared and it.init is not None and not rules[0].covers_output and not partition:
-        fills = [_fill_iteration(buffer, it.init, f"{it.name}_{buffer.name}_init") for buffer in shared]
+        starts = {store.buffer: it.init_of(store) for store in it.stores if store.buffer in shared}
+        fills = [_fill_iteration(buffer, starts[buffer], f"{it.name}_{buffer.name}_init") for buffer in shared]
     pieces = []
     for position, rule in enumerate(rules):
         init = it.init if (not shared or partition or (position == 0 and not fills)) else None
@@ -163,11 +164,12 @@ def _rewrite_iteration(it: SparseIteration, rule: FormatRewriteRule, init, init_
             target, indices = replacement_access(store.buffer, list(store.indices))
         else:
             target, indices = store.buffer, [rewrite(i) for i in store.indices]
-        stores.append(SparseStore(target, tuple(indices), rewrite(store.value), store.accumulate))
+        stores.append(SparseStore(target, tuple(indices), rewrite(store.value), store.reducer))
     buffers = [rule.buffers.get(b, b) for b in it.buffers]
     return SparseIteration(f"{it.name}_{rule.name}", new_groups, kinds, iter_vars, stores, init,
-                           list(dict.fromkeys(buffers)), atomic=rule.atomic and bool(shared_outputs(it, rule)),
-                           init_scope=init_scope)
+                           list(dict.fromkeys(buffers)),
+                           atomic=it.atomic or (rule.atomic and bool(shared_outputs(it, rule))),
+                           init_scope=init_scope, accum_dtype=it.accum_dtype)
 
 
 def shared_outputs(it: SparseIteration, rule: FormatRewriteRule) -> list:

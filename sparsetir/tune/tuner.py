@@ -31,6 +31,9 @@ DEFAULT_BUDGET_S = 60.0
 AUTO_BUDGET_ENV = "SPARSETIR_TUNE_BUDGET_S"  # the budget of format="auto" on a database miss
 DEFAULT_AUTO_BUDGET_S = 20.0
 MIN_COMPILE_S = 10.0  # a batch always gets this long to compile, even at the end of the budget
+# until one candidate has run, a batch gets this long: a cold kernel cache on a busy machine must
+# not end a tuning run with nothing (the budget is then overrun, and the progress line says so)
+FIRST_COMPILE_S = 120.0
 FINALISTS = 3  # the best candidates are re-timed together, with more samples, to pick the winner
 
 
@@ -159,7 +162,8 @@ def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S,
             configs = search.propose(size)
             if not configs:
                 break
-            deadline = time.monotonic() + max(budget_s - (time.perf_counter() - started), MIN_COMPILE_S)
+            floor = MIN_COMPILE_S if best is not None else FIRST_COMPILE_S
+            deadline = time.monotonic() + max(budget_s - (time.perf_counter() - started), floor)
             for result in measurer.measure(configs, deadline=deadline):
                 measured.append(result)
                 search.tell(result.config, result.median_s)

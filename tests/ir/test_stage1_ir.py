@@ -26,7 +26,7 @@ def test_stage1_prints_axes_buffers_and_body(csr_spmm):
         "A = sparse_buffer((I, J), 'float32')",
         "B = sparse_buffer((J_, K), 'float32')",
         "C = sparse_buffer((I, K), 'float32')",
-        "with sparse_iteration([I, J, K], 'SRS', name='spmm', init=0) as (i, j, k):",
+        "with sparse_iteration([I, J, K], 'SRS', name='spmm') as (i, j, k):",
         "    C[i, k] += A[i, j] * B[j, k]",
     ])
 

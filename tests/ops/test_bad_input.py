@@ -26,13 +26,14 @@ B = np.ones((20, 8), np.float32)
 
 REFUSED_BEFORE_COMPILING = {
     "unsupported B dtype": (lambda: spmm(A, np.ones((20, 8), np.int32)), TypeError, "int32 is not supported"),
-    "float16 on the CPU": (lambda: spmm(A, np.ones((20, 8), np.float16)), TypeError,
-                           "float16 is not supported on cpu"),
+    "int8 B": (lambda: spmm(A, np.ones((20, 8), np.int8)), TypeError, "int8 is not supported on cpu"),
+    "bad accum_dtype": (lambda: spmm(A, np.ones((20, 8), np.float16), accum_dtype="float16"), ValueError,
+                        "accum_dtype must be"),
     "complex values": (lambda: spmm(A.astype(np.complex64), B), TypeError, "cannot be cast"),
     "dense A": (lambda: spmm(A.toarray(), B), TypeError, "scipy.sparse matrix or a torch sparse tensor"),
     "1-D B": (lambda: spmm(A, np.ones(20, np.float32)), ValueError, "must be 2-D"),
     "feat 0": (lambda: compile_spmm(A, 0), ValueError, "feat must be >= 1"),
-    "unknown format": (lambda: spmm(A, B, format="coo"), ValueError, "unknown format"),
+    "unknown format": (lambda: spmm(A, B, format="nosuch"), ValueError, "unknown format"),
     "unknown knob": (lambda: spmm(A, B, tile_rows=4), TypeError, "unknown cpu schedule knob"),
     "bad target": (lambda: spmm(A, B, target="opencl"), ValueError, "target must be"),
 }

@@ -23,7 +23,7 @@ def decomposed_spmm(fmt, device="cpu"):
 
 def test_ell_splits_spmm_into_an_ell_part_and_a_remainder():
     text = str(decomposed_spmm(ELL(4)))
-    assert "with sparse_iteration([I, J_ell, K], 'SRS', name='spmm_ell', init=0) as (i, j_ell, k):" in text
+    assert "with sparse_iteration([I, J_ell, K], 'SRS', name='spmm_ell') as (i, j_ell, k):" in text
     assert "    C[i, k] += A_ell[i, j_ell] * B[j_ell, k]" in text
     assert "with sparse_iteration([I, J_rem, K], 'SRS', name='spmm_rem', init=None)" in text
 
