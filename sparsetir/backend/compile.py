@@ -1,4 +1,8 @@
-"""Compile a scheduled module for LLVM or CUDA into a cached :class:`CompiledFunction`."""
+"""Compile a scheduled module for LLVM or CUDA into a cached :class:`CompiledFunction`.
+
+A cached entry is used only after :func:`~sparsetir.backend.cache.entry_problem` finds it
+intact (the manifest records the library's size and sha256); a damaged one is rebuilt.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,14 @@ from pathlib import Path
 
 from ..runtime.function import MANIFEST_FORMAT, CompiledFunction, sidecar
 from ..version import __version__
-from .cache import entry_dir, entry_key, publish
+from .cache import discard_entry, entry_dir, entry_key, entry_problem, library_record, publish
 from .target import device_of
 
 LIBRARY = "kernel.so"
+#: Part of every entry key: entries written before manifests recorded the library's digest are not reused.
+CACHE_LAYOUT = 2
+#: Rebuilds of one entry before giving up (another process may replace it at the same moment).
+_ATTEMPTS = 3
 _compiled: dict[str, CompiledFunction] = {}
 
 
@@ -21,12 +29,22 @@ def compile_module(mod, target: dict) -> CompiledFunction:
 
     (global_var,) = mod.functions.keys()
     name = global_var.name_hint
-    key = entry_key(mod.script(), target, tvm.__version__, __version__, MANIFEST_FORMAT)
+    key = entry_key(mod.script(), target, tvm.__version__, __version__, MANIFEST_FORMAT, CACHE_LAYOUT)
     if key in _compiled:
         return _compiled[key]
     library = entry_dir(key) / LIBRARY
-    if not sidecar(library, ".json").exists():
+    problem = entry_problem(library)
+    for _attempt in range(_ATTEMPTS):
+        if problem is None:
+            break
+        if entry_dir(key).exists():  # present but damaged (an absent entry is simply built)
+            discard_entry(key, problem)
         publish(key, lambda folder: _compile_into(folder, mod, name, target))
+        library = entry_dir(key) / LIBRARY  # in the private cache if the cache folder turned out read-only
+        problem = entry_problem(library)
+    if problem is not None:
+        raise RuntimeError(f"the kernel cache entry {entry_dir(key)} is still damaged after {_ATTEMPTS} builds: "
+                           f"{problem}")
     function = CompiledFunction(library)
     _compiled[key] = function
     return function
@@ -60,6 +78,7 @@ def _compile_into(folder: Path, mod, name: str, target: dict) -> None:
         executable.export_library(str(library))
         sidecar(library, ".ll").write_text(executable.mod.inspect_source("ll"))
         manifest["source_suffix"] = ".ll"
+    manifest.update(library_record(library))
     sidecar(library, ".json").write_text(json.dumps(manifest, indent=1))
 
 

@@ -5,6 +5,8 @@ for any registered graph or matrix; ``graphs()``, ``benchmark_graphs()``, ``matr
 ``relational_graphs()`` and ``point_clouds()`` list them. Files resolve from the cache, the
 embedded ``data/`` folder, the mirror (``$SPARSETIR_DATA_MIRROR``), then a download. Each file
 format has its own parser module; pickled payloads are only ever read through ``safe_pickle``.
+Every parser takes ``max_nnz`` / ``max_bytes`` and refuses a larger input before allocating
+(:class:`DataTooLargeError`, see ``size_limits``).
 ``generate(spec)`` makes seeded R-MAT, power-law and uniform matrices.
 """
 
@@ -47,6 +49,7 @@ from .registry import (
 )
 from .safe_pickle import RefusedGlobalError, RestrictedUnpickler, restricted_load, restricted_loads
 from .scipy_npz import read_scipy_npz, read_scipy_npz_member
+from .size_limits import MAX_BYTES_ENV, MAX_NNZ_ENV, DataTooLargeError, size_limits
 from .smtx import read_smtx
 from .snap_edge_list import read_edge_list
 from .symmetrize import symmetrize
@@ -56,11 +59,14 @@ __all__ = [
     "CACHE_ENV",
     "DOWNLOAD_ENV",
     "EMBEDDED_ENV",
+    "MAX_BYTES_ENV",
+    "MAX_NNZ_ENV",
     "MIRROR_ENV",
     "PAPER_GNN_GRAPHS",
     "PAPER_RGCN_GRAPHS",
     "DataFile",
     "DatasetEntry",
+    "DataTooLargeError",
     "DatasetUnavailableError",
     "DownloadError",
     "RefusedGlobalError",
@@ -108,5 +114,6 @@ __all__ = [
     "restricted_loads",
     "rmat",
     "search_dirs",
+    "size_limits",
     "symmetrize",
 ]

@@ -1,8 +1,9 @@
 """The download cache: where fetched files live, and the sha256 pins of unverified files.
 
 A registry file whose digest cannot be known in advance (``sha256=None``: the large graphs
-need a network to hash) is *pinned* on its first download: its digest is written to
-``pins.json`` in the cache, and every later use is verified against that pin.
+need a network to hash) is *pinned* on its first download: its digest, the URL and the route
+(``download``) are written to ``pins.json`` in the cache, and every later use is verified
+against that pin.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 __all__ = ["CACHE_ENV", "cache_dir", "pinned_sha256", "pin_sha256", "pins_path"]
@@ -51,10 +53,15 @@ def pinned_sha256(relpath: str) -> str | None:
     return pin.get("sha256") if isinstance(pin, dict) else None
 
 
-def pin_sha256(relpath: str, sha256: str, url: str | None) -> Path:
-    """Record ``sha256`` as the digest of ``relpath`` (atomically); returns the pins file."""
+def pin_sha256(relpath: str, sha256: str, url: str | None, *, route: str = "download") -> Path:
+    """Record ``sha256`` as the digest of ``relpath``, with the route it came by (atomically); returns the pins file.
+
+    Only a download pins (:func:`sparsetir.data.resolve.locate`): a file found in a folder is
+    never trusted enough to become the reference for later uses.
+    """
     pins = _read_pins()
-    pins[relpath] = {"sha256": sha256, "url": url}
+    pins[relpath] = {"sha256": sha256, "url": url, "route": route,
+                     "pinned": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     path = pins_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".pins-", suffix=".tmp", delete=False) as out:

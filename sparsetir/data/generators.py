@@ -10,6 +10,13 @@ Specs (the strings the workflow and ``sparsetir.bench.quick`` accept as dataset 
   power law with that exponent (> 2) and mean, symmetrised.
 
 The same spec and seed always give the same matrix.
+
+Sizes are limited (:data:`MAX_GENERATED_ENTRIES`, :data:`MAX_GENERATED_ROWS`): a spec whose
+expected stored entries (before symmetrising: ``m n density``, ``edge_factor * 2**scale``,
+``n * avg_degree / 2``) or rows pass them is refused by :func:`parse_spec`, so the workflow's
+config check stops it before any job, and :func:`generate` never starts allocating for it.
+Generating ``E`` entries peaks at about 60 bytes each, so the limit keeps a generator under
+about 12 GB, within a 24 GB machine.
 """
 
 from __future__ import annotations
@@ -20,9 +27,14 @@ import scipy.sparse as sp
 from .csr_canonical import csr_from_coordinates
 from .symmetrize import symmetrize
 
-__all__ = ["GENERATOR_PREFIXES", "generate", "is_generated", "parse_spec", "power_law", "rmat", "uniform"]
+__all__ = ["GENERATOR_PREFIXES", "MAX_GENERATED_ENTRIES", "MAX_GENERATED_ROWS", "generate", "is_generated",
+           "parse_spec", "power_law", "rmat", "uniform"]
 
 GENERATOR_PREFIXES = ("synthetic:", "rmat:", "powerlaw:")
+#: The most entries a generator spec may ask for (expected, before symmetrising): 2e8.
+MAX_GENERATED_ENTRIES = 200_000_000
+#: The most rows (and columns) a generated matrix may have: 2**27 (R-MAT scale 27).
+MAX_GENERATED_ROWS = 1 << 27
 RMAT_PROBABILITIES = (0.57, 0.19, 0.19)
 
 
@@ -83,6 +95,13 @@ _LIMITS = {
     "powerlaw": lambda n, degree, exponent: n >= 2 and degree > 0 and exponent > 2,
 }
 
+#: (rows, columns, expected stored entries before symmetrising) of each generator's arguments.
+_SIZES = {
+    "synthetic": lambda m, n, density: (m, n, m * n * density),
+    "rmat": lambda scale, edge_factor: (1 << scale, 1 << scale, edge_factor << scale),
+    "powerlaw": lambda n, degree, exponent: (n, n, n * degree / 2),
+}
+
 
 def parse_spec(spec: str) -> tuple[str, tuple]:
     """``(kind, arguments)`` of a generator spec, checked without generating; ``ValueError`` if malformed."""
@@ -103,6 +122,11 @@ def parse_spec(spec: str) -> tuple[str, tuple]:
     if not _LIMITS[kind](*args):
         raise ValueError(f"bad generator spec {spec!r}: arguments out of range ({_BAD_SPEC}; rmat scale 1..30, "
                          "powerlaw exponent > 2, density in [0, 1])")
+    rows, cols, entries = _SIZES[kind](*args)
+    if max(rows, cols) > MAX_GENERATED_ROWS or entries > MAX_GENERATED_ENTRIES:
+        raise ValueError(f"generator spec {spec!r} is too large: {rows:,} x {cols:,} with about {entries:,.0f} "
+                         f"entries; the limits are {MAX_GENERATED_ROWS:,} rows or columns and "
+                         f"{MAX_GENERATED_ENTRIES:,} entries (sparsetir.data.generators)")
     return kind, args
 
 

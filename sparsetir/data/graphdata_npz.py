@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from .csr_canonical import csr_from_arrays
 from .safe_npz import read_npz_member
+from .size_limits import size_limits
 
 __all__ = ["GRAPHDATA_GLOBALS", "read_graphdata_npz"]
 
@@ -39,10 +40,16 @@ GRAPHDATA_GLOBALS = {
 }
 
 
-def read_graphdata_npz(path: str | Path, member: str = "adj_matrix") -> sp.csr_matrix:
-    """Read the pickled CSR adjacency ``member`` of a GraphData ``.npz`` as canonical CSR."""
+def read_graphdata_npz(path: str | Path, member: str = "adj_matrix", *, max_nnz: int | None = None,
+                       max_bytes: int | None = None) -> sp.csr_matrix:
+    """Read the pickled CSR adjacency ``member`` of a GraphData ``.npz`` as canonical CSR.
+
+    The member is read under ``max_bytes``; the pickled shape and entry count are checked against
+    ``max_nnz`` (:mod:`sparsetir.data.size_limits`) before the matrix is built.
+    """
     path = Path(path)
-    holder = read_npz_member(path, member, GRAPHDATA_GLOBALS)
+    limits = size_limits(max_nnz, max_bytes)
+    holder = read_npz_member(path, member, GRAPHDATA_GLOBALS, max_bytes=limits.max_bytes)
     if holder.shape != () or holder.dtype != object:
         raise TypeError(f"{path}[{member}]: expected a pickled sparse matrix, got an array of shape {holder.shape}")
     pickled = holder.item()
@@ -55,6 +62,11 @@ def read_graphdata_npz(path: str | Path, member: str = "adj_matrix") -> sp.csr_m
     arrays = [state[key] for key in ("indptr", "indices", "data")]
     if not all(isinstance(array, np.ndarray) and array.dtype != object for array in arrays):
         raise TypeError(f"{path}[{member}]: the pickled CSR matrix must hold numeric numpy arrays")
+    try:
+        limits.shape(tuple(state["_shape"]), f"{path}[{member}]")
+    except TypeError:
+        raise TypeError(f"{path}[{member}]: the pickled shape must be two integers, got {state['_shape']!r}") from None
+    limits.entries(arrays[1].size, f"{path}[{member}]")
     try:
         return csr_from_arrays(*arrays, state["_shape"])
     except (ValueError, TypeError) as err:

@@ -9,19 +9,31 @@ import scipy.io
 import scipy.sparse as sp
 
 from .csr_canonical import canonical_csr
+from .size_limits import size_limits
 
 __all__ = ["read_matrix_market"]
 
 
-def read_matrix_market(path: str | Path) -> sp.csr_matrix:
+def read_matrix_market(path: str | Path, *, max_nnz: int | None = None,
+                       max_bytes: int | None = None) -> sp.csr_matrix:
     """Read a Matrix Market file as canonical CSR.
 
     Symmetric files are expanded to both triangles (by ``scipy.io.mmread``); a ``pattern`` file
     gets float32 ones; a file with values keeps them in the dtype scipy reads (float64 for real).
+    The header's shape and entry count are checked against ``max_nnz``, and the file size against
+    ``max_bytes`` (:mod:`sparsetir.data.size_limits`), before the entries are read.
     """
     path = Path(path)
+    limits = size_limits(max_nnz, max_bytes)
+    limits.file(path)
     try:
-        _rows, _cols, _entries, layout, field, _symmetry = scipy.io.mminfo(path)
+        rows, cols, entries, layout, field, symmetry = scipy.io.mminfo(path)
+    except (ValueError, OSError, IndexError, OverflowError) as err:
+        raise ValueError(f"{path}: malformed Matrix Market file: {err}") from None
+    limits.shape((rows, cols), str(path))
+    stored = rows * cols if layout == "array" else entries * (1 if symmetry == "general" else 2)
+    limits.entries(stored, str(path), "entries (after expanding symmetry)" if symmetry != "general" else "entries")
+    try:
         matrix = scipy.io.mmread(path)
     except (ValueError, OSError, IndexError, OverflowError) as err:
         raise ValueError(f"{path}: malformed Matrix Market file: {err}") from None

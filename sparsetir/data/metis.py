@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .csr_canonical import csr_from_arrays
+from .size_limits import size_limits
 
 __all__ = ["read_metis"]
 
@@ -26,9 +27,15 @@ def _ints(line: str, path: Path, lineno: int) -> list[int]:
         raise ValueError(f"{path}:{lineno}: expected integers, got {line.strip()[:60]!r}") from None
 
 
-def read_metis(path: str | Path) -> sp.csr_matrix:
-    """Read a METIS graph as canonical CSR (edge weights as float32 values, else a pattern)."""
+def read_metis(path: str | Path, *, max_nnz: int | None = None, max_bytes: int | None = None) -> sp.csr_matrix:
+    """Read a METIS graph as canonical CSR (edge weights as float32 values, else a pattern).
+
+    The file size (``max_bytes``) and the header's vertex and edge counts (``max_nnz``) are
+    checked before the adjacency lines are parsed (:mod:`sparsetir.data.size_limits`).
+    """
     path = Path(path)
+    limits = size_limits(max_nnz, max_bytes)
+    limits.file(path)
     lines = [(i + 1, line) for i, line in enumerate(path.read_text(encoding="ascii").splitlines())
              if not line.lstrip().startswith("%")]
     if not lines:
@@ -37,6 +44,8 @@ def read_metis(path: str | Path) -> sp.csr_matrix:
     if not 2 <= len(header) <= 4 or min(header) < 0:
         raise ValueError(f"{path}: header must be 'n m [fmt [ncon]]' with non-negative integers, got {lines[0][1]!r}")
     n, m = header[:2]
+    limits.shape((n, n), str(path))
+    limits.entries(2 * m, str(path), "adjacency entries (2 per edge)")
     fmt = f"{header[2]:03d}" if len(header) > 2 else "000"
     if len(fmt) != 3 or set(fmt) - {"0", "1"}:
         raise ValueError(f"{path}: fmt must be made of the digits 0 and 1 (e.g. 001, 011), got {header[2]}")

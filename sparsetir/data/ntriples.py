@@ -18,14 +18,22 @@ import numpy as np
 
 from .archive_member import open_member
 from .rdf_graph import RelationalGraph
+from .size_limits import size_limits
 
 __all__ = ["read_ntriples", "read_ntriples_stream", "read_ntriples_member"]
 
 _TRIPLE = re.compile(r'^(<[^>]*>|_:\S+)\s+(<[^>]*>)\s+(<[^>]*>|_:\S+|"(?:[^"\\]|\\.)*"(?:@[\w-]+|\^\^<[^>]*>)?)\s*\.\s*$')
 
 
-def read_ntriples_stream(stream: BinaryIO, where: str) -> RelationalGraph:
-    """Parse N-Triples from a binary stream (gzip-compressed or plain)."""
+def read_ntriples_stream(stream: BinaryIO, where: str, *, max_nnz: int | None = None,
+                         max_bytes: int | None = None) -> RelationalGraph:
+    """Parse N-Triples from a binary stream (gzip-compressed or plain).
+
+    Reading stops with :class:`~sparsetir.data.size_limits.DataTooLargeError` once the text
+    passes ``max_bytes`` (decompressed) or the triples pass ``max_nnz``.
+    """
+    limits = size_limits(max_nnz, max_bytes)
+    read = 0
     head = stream.read(2)
     rest = io.BufferedReader(_Prefixed(head, stream))
     if head == b"\x1f\x8b":
@@ -34,6 +42,9 @@ def read_ntriples_stream(stream: BinaryIO, where: str) -> RelationalGraph:
     try:
         text = io.TextIOWrapper(rest, encoding="utf-8")
         for lineno, line in enumerate(text, 1):
+            read += len(line)
+            if read > limits.max_bytes:
+                limits.nbytes(read, where, "decompressed bytes (at least)")
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
@@ -41,6 +52,8 @@ def read_ntriples_stream(stream: BinaryIO, where: str) -> RelationalGraph:
             if match is None:
                 raise ValueError(f"{where}:{lineno}: not an N-Triples statement: {line[:80]!r}")
             subject, predicate, obj = match.groups()
+            if len(subjects) >= limits.max_nnz:
+                limits.entries(len(subjects) + 1, where, "triples (at least)")
             subjects.append(subject)
             predicates.append(predicate)
             objects.append(obj)
@@ -80,14 +93,15 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
-def read_ntriples(path: str | Path) -> RelationalGraph:
-    """Parse an ``.nt`` or ``.nt.gz`` file."""
+def read_ntriples(path: str | Path, *, max_nnz: int | None = None, max_bytes: int | None = None) -> RelationalGraph:
+    """Parse an ``.nt`` or ``.nt.gz`` file (size guards as in :func:`read_ntriples_stream`)."""
     path = Path(path)
     with path.open("rb") as stream:
-        return read_ntriples_stream(stream, str(path))
+        return read_ntriples_stream(stream, str(path), max_nnz=max_nnz, max_bytes=max_bytes)
 
 
-def read_ntriples_member(archive: str | Path, member: str) -> RelationalGraph:
+def read_ntriples_member(archive: str | Path, member: str, *, max_nnz: int | None = None,
+                         max_bytes: int | None = None) -> RelationalGraph:
     """Parse the N-Triples member ``member`` of a ``.tgz`` / ``.zip`` archive (e.g. ``bgs.tgz``)."""
     with open_member(archive, member) as stream:
-        return read_ntriples_stream(stream, f"{archive}[{member}]")
+        return read_ntriples_stream(stream, f"{archive}[{member}]", max_nnz=max_nnz, max_bytes=max_bytes)

@@ -1,15 +1,22 @@
 """Find a registry file: the cache, then the embedded and mirror folders, then a download.
 
 Every route verifies the file. A recorded ``sha256`` is checked wherever the file is found;
-a file without one (*unverified*) is checked against the digest pinned in the cache on its
-first download, and pinned now if it has none. A damaged file in the cache is deleted (it will
-be fetched again); a damaged file in a read-only folder (mirror, embedded) is only refused.
-When no route has the file, :class:`DatasetUnavailableError` says what each route answered.
+a file without one (*unverified*) is checked against the digest pinned in the cache's
+``pins.json``. Digests are pinned only on a download (the pin records the route and the URL),
+never from a file that merely sits in a folder. A file that fails verification is reported and
+the next route is tried, so a corrupt cached file falls back to a good embedded or mirror copy.
+The cache deletes only what lies inside it: a damaged file in the cache is deleted (it will be
+fetched again), but one reached through the cache that really lives in the mirror or the
+embedded folder (the cache pointed at the mirror, a symlink) is only refused.
+When no route has the file, :class:`DatasetUnavailableError` says what each route answered;
+when the only copies found were damaged, ``ValueError`` does.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,12 +52,35 @@ def search_dirs() -> list[Path]:
     return [route.directory for route in _routes()]
 
 
+def _inside(path: Path, folder: Path | None) -> bool:
+    if folder is None:
+        return False
+    folder = Path(os.path.realpath(folder))
+    return path == folder or folder in path.parents
+
+
+def _deletable(path: Path, route: _Route, routes: list[_Route]) -> bool:
+    """Whether the cache may delete ``path``: a cache route's file that really lies inside the cache
+    and in no other route's folder (the mirror and the embedded folder are never the cache's to delete)."""
+    if route.kind != "cache":
+        return False
+    real = Path(os.path.realpath(path))
+    return _inside(real, route.directory) and not any(
+        _inside(real, other.directory) for other in routes if other.kind != "cache")
+
+
 def _check(path: Path, file, *, deletable: bool) -> Path:
-    """Verify ``path`` against the recorded or pinned digest (pin it when there is none)."""
+    """Verify ``path`` against the recorded or pinned digest; ``ValueError`` saying why not.
+
+    A file with neither a recorded nor a pinned digest is used unverified, with a note: only a
+    download pins a digest.
+    """
     def refuse(message: str):
         if deletable:
             path.unlink(missing_ok=True)
             message += "; the cached file was deleted, run again to fetch it anew"
+        else:
+            message += " (left in place: not the cache's to delete)"
         raise ValueError(message)
 
     if file.size is not None and path.stat().st_size != file.size:
@@ -59,11 +89,12 @@ def _check(path: Path, file, *, deletable: bool) -> Path:
             f"(sha256 {file.sha256}); the file is truncated or a different version"
         )
     expected = file.sha256 or pinned_sha256(file.relpath)
-    actual = file_sha256(path)
     if expected is None:
-        pins = pin_sha256(file.relpath, actual, file.url)
-        print(f"note: {file.relpath} has no recorded sha256 (unverified); pinned {actual} in {pins}", file=sys.stderr)
-    elif actual != expected.lower():
+        print(f"note: {file.relpath} has no recorded or pinned sha256 (unverified); using {path} as it is "
+              "(a digest is pinned only when the file is downloaded)", file=sys.stderr)
+        return path
+    actual = file_sha256(path)
+    if actual != expected.lower():
         what = "recorded" if file.sha256 else f"pinned (in {cache_dir() / 'pins.json'})"
         refuse(
             f"checksum mismatch for {path}: expected sha256 {expected.lower()} ({what}), got {actual}; "
@@ -73,13 +104,24 @@ def _check(path: Path, file, *, deletable: bool) -> Path:
 
 
 def locate(file, *, allow_download: bool | None = None) -> Path:
-    """The verified local path of registry file ``file`` (a ``DataFile``), fetching it if needed."""
-    tried = []
-    for route in _routes():
+    """The verified local path of registry file ``file`` (a ``DataFile``), fetching it if needed.
+
+    A copy that fails verification is reported (one warning) and the next route is tried.
+    """
+    tried, refused, seen = [], [], set()
+    routes = _routes()
+    for route in routes:
         path = route.directory / file.relpath
-        if path.is_file():
-            return _check(path, file, deletable=route.kind == "cache")
-        tried.append(f"not in the {route.kind} folder {route.directory}")
+        if not path.is_file():
+            tried.append(f"not in the {route.kind} folder {route.directory}")
+            continue
+        if os.path.realpath(path) in seen:  # the same file by another route (the cache pointed at the mirror)
+            continue
+        seen.add(os.path.realpath(path))
+        try:
+            return _checked_fallback(_check(path, file, deletable=_deletable(path, route, routes)), refused)
+        except ValueError as error:
+            refused.append(f"the {route.kind} copy was refused: {error}")
     if mirror_dir() is None:
         tried.append(f"no mirror: {MIRROR_ENV} is unset or not a directory (e.g. ../shared/data)")
     if allow_download is None:
@@ -88,16 +130,30 @@ def locate(file, *, allow_download: bool | None = None) -> Path:
         tried.append("no download URL is recorded")
     elif not allow_download:
         tried.append(f"downloads are disabled ({DOWNLOAD_ENV}=0)")
+    elif (cache_dir() / file.relpath).exists():  # a refused file the cache may not replace (it is the mirror's)
+        tried.append(f"not downloaded: it would replace {cache_dir() / file.relpath}, which is not the cache's")
     else:
         target = cache_dir() / file.relpath
+        pinned = pinned_sha256(file.relpath)
         try:
-            digest = download(file.url, target, sha256=file.sha256 or pinned_sha256(file.relpath), size=file.size)
+            digest = download(file.url, target, sha256=file.sha256 or pinned, size=file.size)
         except DownloadError as err:
             tried.append(f"download failed: {err}")
+        except ValueError as error:
+            refused.append(f"the download was refused: {error}")
         else:
-            if file.sha256 is None and pinned_sha256(file.relpath) is None:
-                pins = pin_sha256(file.relpath, digest, file.url)
+            if file.sha256 is None and pinned is None:
+                pins = pin_sha256(file.relpath, digest, file.url, route="download")
                 print(f"note: {file.relpath} has no recorded sha256 (unverified); pinned {digest} in {pins}",
                       file=sys.stderr)
-            return target
+            return _checked_fallback(target, refused)
+    if refused:
+        raise ValueError("; ".join(refused + tried))
     raise DatasetUnavailableError(f"{file.relpath} is unavailable: " + "; ".join(tried))
+
+
+def _checked_fallback(path: Path, refused: list[str]) -> Path:
+    """``path``, with one warning when an earlier route's copy was refused on the way to it."""
+    if refused:
+        warnings.warn(f"{'; '.join(refused)}; using {path} instead", stacklevel=3)
+    return path

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from .safe_pickle import GlobalName, RefusedGlobalError, RestrictedUnpickler
+from .size_limits import size_limits
 
 __all__ = ["npz_members", "read_npz_member"]
 
@@ -53,8 +54,13 @@ def read_npz_member(
     path: str | Path,
     member: str,
     allowed_globals: Mapping[GlobalName, Any] | Iterable[GlobalName] = (),
+    *,
+    max_bytes: int | None = None,
 ) -> np.ndarray:
     """Return array ``member`` of the archive at ``path``.
+
+    A member that declares more than ``max_bytes`` uncompressed is refused before it is read
+    (:mod:`sparsetir.data.size_limits`).
 
     Object arrays are unpickled with only ``allowed_globals`` resolvable; a pickle naming any
     other global raises :class:`~sparsetir.data.safe_pickle.RefusedGlobalError` before anything
@@ -67,6 +73,7 @@ def read_npz_member(
         if entry not in archive.namelist():
             known = ", ".join(n[:-4] for n in archive.namelist() if n.endswith(".npy"))
             raise ValueError(f"{path}: no array named {member!r} (it holds: {known})")
+        size_limits(max_bytes=max_bytes).nbytes(archive.getinfo(entry).file_size, where, "uncompressed bytes")
         try:
             payload = archive.read(entry)
         except (zipfile.BadZipFile, zlib.error, EOFError) as err:

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .csr_canonical import csr_from_arrays
+from .size_limits import size_limits
 
 __all__ = ["read_smtx"]
 
@@ -26,9 +27,15 @@ def _integers(line: str, what: str, path: Path) -> np.ndarray:
         raise ValueError(f"{path}: {what} must be integers, {found}") from None
 
 
-def read_smtx(path: str | Path) -> sp.csr_matrix:
-    """Read a DLMC ``.smtx`` file as a canonical pattern CSR matrix, validating every part."""
+def read_smtx(path: str | Path, *, max_nnz: int | None = None, max_bytes: int | None = None) -> sp.csr_matrix:
+    """Read a DLMC ``.smtx`` file as a canonical pattern CSR matrix, validating every part.
+
+    The file size (``max_bytes``) and the header's shape and nnz (``max_nnz``) are checked first
+    (:mod:`sparsetir.data.size_limits`).
+    """
     path = Path(path)
+    limits = size_limits(max_nnz, max_bytes)
+    limits.file(path)
     try:
         text = path.read_text(encoding="ascii")
     except UnicodeDecodeError as err:
@@ -40,6 +47,8 @@ def read_smtx(path: str | Path) -> sp.csr_matrix:
     if len(header) != 3 or not all(token.isdigit() for token in header):
         raise ValueError(f"{path}: header must be 'rows, cols, nnz' (three non-negative integers), got {lines[0]!r}")
     rows, cols, nnz = (int(token) for token in header)
+    limits.shape((rows, cols), str(path))
+    limits.entries(nnz, str(path))
     expected_lines = 3 if nnz else 2
     if len(lines) not in (expected_lines, 3):
         raise ValueError(

@@ -3,8 +3,12 @@
 A record holds the key (op, matrix fingerprint, feature size, dtype, target, versions),
 the best configuration found and its measurement. Records are appended under an
 exclusive lock, so concurrent tuners never interleave lines; a lookup returns the
-most recent record for the key. Lines that do not parse are skipped with a warning
-(a killed writer can leave at most its own line incomplete).
+most recent record for the key.
+
+A killed writer can leave its own line incomplete; the next append starts on a fresh line, so
+no record is glued to a partial one. Malformed records (not JSON, not an object, a ``config``
+that is not a non-empty object naming its ``format``) are skipped with one warning per read and
+never returned, so ``format="auto"`` never sees them.
 """
 
 from __future__ import annotations
@@ -44,6 +48,24 @@ def key_hash(key: dict) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def config_problem(config) -> str | None:
+    """Why ``config`` cannot be a tuned configuration (a non-empty object with a ``format`` string), or None."""
+    if not isinstance(config, dict) or not config:
+        return f"the config must be a non-empty object, got {config!r}"[:200]
+    if not isinstance(config.get("format"), str) or not config["format"]:
+        return f"the config names no format: {config!r}"[:200]
+    return None
+
+
+def record_problem(record) -> str | None:
+    """Why a database line's object is not a usable record, or None."""
+    if not isinstance(record, dict):
+        return f"not a record object ({type(record).__name__})"
+    if not isinstance(record.get("key_hash"), str):
+        return "no key_hash"
+    return config_problem(record.get("config"))
+
+
 class TuningDatabase:
     """Append-only JSON lines of tuning records, looked up by key hash."""
 
@@ -51,40 +73,64 @@ class TuningDatabase:
         self.path = Path(path) if path is not None else database_path()
 
     def add(self, key: dict, config: dict, *, median_s: float | None, source: str, **details) -> dict:
-        """Append a record for ``key``; returns it."""
+        """Append a record for ``key`` (on a line of its own); returns it.
+
+        A database that cannot be written gives one warning: the record is returned, not kept.
+        """
+        problem = config_problem(config)
+        if problem is not None:
+            raise ValueError(f"not a tuning configuration: {problem}")
         record = {"key_hash": key_hash(key), "key": key, "config": config, "median_s": median_s,
                   "source": source, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **details}
-        line = json.dumps(record, sort_keys=True) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        line = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "ab+") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                try:
+                    end = handle.seek(0, os.SEEK_END)
+                    if end:  # a killed writer may have left a partial last line: end it first
+                        handle.seek(end - 1)
+                        if handle.read(1) != b"\n":
+                            line = b"\n" + line
+                    handle.write(line)  # append mode: always at the end
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+        except OSError as error:
+            warnings.warn(f"{self.path}: could not record the tuning result ({type(error).__name__}: {error}); "
+                          f"it is used now but not kept (set {DATABASE_ENV} to a writable file)", stacklevel=2)
         return record
 
     def records(self) -> list[dict]:
-        """Every well-formed record, oldest first."""
-        if not self.path.exists():
+        """Every well-formed record, oldest first; the malformed ones are skipped with one warning."""
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as handle:
+                fcntl.flock(handle, fcntl.LOCK_SH)
+                try:
+                    lines = handle.readlines()
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+        except FileNotFoundError:
             return []
-        records = []
-        with open(self.path, encoding="utf-8") as handle:
-            fcntl.flock(handle, fcntl.LOCK_SH)
-            try:
-                lines = handle.readlines()
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        records, skipped = [], []
         for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
             try:
                 record = json.loads(line)
-                if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
-                    raise ValueError("not a record object with a config")
-                records.append(record)
             except ValueError as error:
-                warnings.warn(f"{self.path}:{number}: skipping a malformed tuning record ({error})", stacklevel=2)
+                skipped.append(f"line {number}: not JSON ({error})")
+                continue
+            problem = record_problem(record)
+            if problem is None:
+                records.append(record)
+            else:
+                skipped.append(f"line {number}: {problem}")
+        if skipped:
+            shown = "; ".join(skipped[:3]) + (f"; and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+            warnings.warn(f"{self.path}: skipped {len(skipped)} malformed tuning record(s) ({shown})", stacklevel=2)
         return records
 
     def lookup(self, key: dict) -> dict | None:

@@ -6,17 +6,25 @@ compiled kernels loaded here, checked against the op's float64 reference, and ti
 together (``timing.time_interleaved`` with the ``TUNING`` policy: cache flush before every
 call), so the
 cores are never shared between compiling and timing.
+
+The workers read the problem from a request folder, ``<tmp>/sparsetir-tune-<pid>-*``, removed
+by :meth:`Measurer.close` (or at exit). The process holds a lock on the folder's ``owner.lock``
+while it lives, so a folder left behind by a killed run (SIGKILL, power loss) is recognised and
+removed when the next tuning run starts (:func:`remove_stale_request_folders`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import selectors
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +35,75 @@ from ..ops import get_op
 from ..reference import result_mismatch
 from ..timing import TUNING, TimingPolicy, time_interleaved
 from .request import write_request
+
+REQUEST_FOLDER_PREFIX = "sparsetir-tune-"
+_OWNER_LOCK = "owner.lock"
+
+
+def _request_folder() -> tuple[Path, int]:
+    """A fresh ``sparsetir-tune-<pid>-*`` folder and the descriptor of its lock, held while this process lives."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{REQUEST_FOLDER_PREFIX}{os.getpid()}-"))
+    lock = os.open(folder / _OWNER_LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return folder, lock
+
+
+def _release_request_folder(folder: Path, lock: int) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        os.close(lock)
+    except OSError:  # closed already
+        pass
+
+
+def _owner_is_gone(folder: Path) -> bool:
+    """Whether the run that made ``folder`` has ended (its lock is free, or, without a lock, its pid is gone)."""
+    try:
+        lock = os.open(folder / _OWNER_LOCK, os.O_RDWR)
+    except FileNotFoundError:  # being created right now, or left by a run before the lock existed
+        pid = folder.name[len(REQUEST_FOLDER_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # alive, someone else's
+            return False
+        return False
+    except OSError:
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held: the run is alive
+        return False
+    finally:
+        os.close(lock)
+    return True
+
+
+def remove_stale_request_folders(root: str | Path | None = None) -> list[Path]:
+    """Remove the ``sparsetir-tune-*`` folders in ``root`` (the temp dir) whose run has ended; return them.
+
+    Best effort: a folder that cannot be inspected or removed is left alone.
+    """
+    root = Path(root if root is not None else tempfile.gettempdir())
+    removed = []
+    try:
+        candidates = [path for path in root.glob(REQUEST_FOLDER_PREFIX + "*") if path.is_dir()]
+    except OSError:
+        return removed
+    for folder in candidates:
+        try:
+            if folder.stat().st_uid != os.getuid():  # another user's run: not ours to judge
+                continue
+        except OSError:
+            continue
+        if _owner_is_gone(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            if not folder.exists():
+                removed.append(folder)
+    return removed
 
 
 @dataclass
@@ -56,8 +133,10 @@ class Measurer:
         self.inputs = tuple(np.ascontiguousarray(x.astype(dtype)) for x in self.case.inputs)
 
         self.workers = workers
-        self._folder = tempfile.TemporaryDirectory(prefix="sparsetir-tune-")
-        self._request = Path(self._folder.name) / "request.npz"
+        remove_stale_request_folders()  # those of runs that were killed before they could clean up
+        folder, lock = _request_folder()
+        self._cleanup = weakref.finalize(self, _release_request_folder, folder, lock)
+        self._request = folder / "request.npz"
         write_request(self._request, op, matrix, feat, dtype, target)
         self._processes: list[subprocess.Popen] = []
 
@@ -144,7 +223,7 @@ class Measurer:
 
     def close(self) -> None:
         self.close_workers()
-        self._folder.cleanup()
+        self._cleanup()
 
     def close_workers(self, *, kill: bool = False) -> None:
         for process in self._processes:

@@ -123,8 +123,9 @@ def test_unverified_file_is_pinned_on_first_download_then_enforced(server, downl
     file = DataFile("x/g.txt", None, None, server + "/g.txt")
     path = locate(file)
     pins = json.loads((downloads_on / "pins.json").read_text())
-    assert pins["x/g.txt"]["sha256"] == DIGEST
+    assert pins["x/g.txt"]["sha256"] == DIGEST and pins["x/g.txt"]["route"] == "download"
     path.write_bytes(PAYLOAD + b"tampered")
+    _Handler.files["/g.txt"] = PAYLOAD + b"tampered"  # the server changed too: the pin refuses both copies
     with pytest.raises(ValueError, match=r"checksum mismatch .*\(pinned .*deleted, run again"):
         locate(file)
     assert not path.exists()

@@ -23,12 +23,13 @@ from workflow_runner import CONFIGS, REPO_ROOT, run_snakemake, snakemake_command
 pytestmark = pytest.mark.slow  # the whole workflow, run twice (killed, then resumed): about two minutes
 
 SMOKE = str(CONFIGS / "smoke.yaml")
+RESULTS = Path("results") / "smoke"  # results: auto gives the smoke config its own folder
 DEADLINE_S = 180
 
 
 def _finished_records(workdir: Path) -> dict[Path, tuple[int, bytes]]:
     return {path: (path.stat().st_mtime_ns, path.read_bytes())
-            for path in (workdir / "results").glob("*/records/*/feat*.json")}
+            for path in (workdir / RESULTS).glob("*/records/*/feat*.json")}
 
 
 def _completed_case_outputs(log: str) -> set[str]:
@@ -59,7 +60,7 @@ def smoke_run(tmp_path_factory):
     kept = {path: state for path, state in _finished_records(workdir).items()
             if str(path.relative_to(workdir)) in completed}
     assert kept
-    assert not (workdir / "results" / "spmm" / "speedup.csv").exists(), "killed too late to test a resume"
+    assert not (workdir / RESULTS / "spmm" / "speedup.csv").exists(), "killed too late to test a resume"
 
     assert run_snakemake(workdir, "--unlock", "--cores", "1", "--configfile", SMOKE).returncode == 0
     resumed = run_snakemake(workdir, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete")
@@ -75,11 +76,12 @@ def test_a_killed_run_keeps_finished_results_and_redoes_the_rest(smoke_run):
         assert f"output: {path.relative_to(workdir)}" not in log  # not run again
     assert len(_finished_records(workdir)) == 6 > len(kept)
     assert not list((workdir / "results").rglob("*.tmp"))  # atomic writes leave no partial files
+    assert sorted(path.name for path in (workdir / "results").iterdir()) == ["smoke"]  # not the default run's files
 
 
 def test_tables_say_why_a_graph_or_a_contender_did_not_run(smoke_run):
     workdir, _, _ = smoke_run
-    table = pd.read_csv(workdir / "results" / "spmm" / "speedup.csv")
+    table = pd.read_csv(workdir / RESULTS / "spmm" / "speedup.csv")
     reddit = table[table.dataset == "reddit"]
     assert list(reddit.contender) == ["*"] and reddit.reason.iloc[0].startswith("unavailable: ")
     assert "downloads are disabled" in reddit.reason.iloc[0]
@@ -88,15 +90,15 @@ def test_tables_say_why_a_graph_or_a_contender_did_not_run(smoke_run):
     assert (timed.speedup_vs_reference > 0).all() and (timed.dram_fraction > 0).all()
     cupy = table[table.contender == "cupy-cusparse"]
     assert (cupy.status == "unavailable").all() and cupy.reason.str.contains("cupy").all()
-    markdown = (workdir / "results" / "spmm" / "speedup.md").read_text()
+    markdown = (workdir / RESULTS / "spmm" / "speedup.md").read_text()
     assert "| reddit" in markdown and "unavailable" in markdown and "mean in parentheses" in markdown
-    sddmm = pd.read_csv(workdir / "results" / "sddmm" / "speedup.csv")
+    sddmm = pd.read_csv(workdir / RESULTS / "sddmm" / "speedup.csv")
     assert set(sddmm[sddmm.status == "ok"].reference) == {"torch-sampled-addmm"}
 
 
 def test_records_carry_provenance_and_separate_times(smoke_run):
     workdir, _, _ = smoke_run
-    records = json.loads((workdir / "results" / "spmm" / "records" / "cora" / "feat8.json").read_text())
+    records = json.loads((workdir / RESULTS / "spmm" / "records" / "cora" / "feat8.json").read_text())
     sparsetir = next(r for r in records if r["contender"] == "sparsetir-csr")
     assert sparsetir["status"] == "ok" and sparsetir["times"]["compile_s"] is not None
     assert sparsetir["provenance"]["env"]["GOMP_SPINCOUNT"] == "10000"
@@ -107,13 +109,13 @@ def test_records_carry_provenance_and_separate_times(smoke_run):
 def test_the_tuned_contender_records_its_configuration_and_tuning_time(smoke_run):
     workdir, _, _ = smoke_run
     for experiment in ("spmm", "sddmm"):
-        tuned = json.loads((workdir / "results" / experiment / "tuned" / "cora" / "feat8.json").read_text())
+        tuned = json.loads((workdir / RESULTS / experiment / "tuned" / "cora" / "feat8.json").read_text())
         assert tuned["status"] == "ok" and 1 <= tuned["trials"] <= 3 and tuned["config"]["format"]
-        records = json.loads((workdir / "results" / experiment / "records" / "cora" / "feat8.json").read_text())
+        records = json.loads((workdir / RESULTS / experiment / "records" / "cora" / "feat8.json").read_text())
         record = next(r for r in records if r["contender"] == "sparsetir-tuned")
         assert record["status"] == "ok" and record["variant"].startswith(tuned["config"]["format"])
         assert record["times"]["tune_s"] > 0
-    unavailable = json.loads((workdir / "results" / "spmm" / "tuned" / "reddit" / "feat8.json").read_text())
+    unavailable = json.loads((workdir / RESULTS / "spmm" / "tuned" / "reddit" / "feat8.json").read_text())
     assert unavailable["status"] == "unavailable" and "reddit" in unavailable["reason"]
 
 
@@ -121,9 +123,9 @@ def test_figures_pending_tables_and_the_html_report(smoke_run):
     workdir, _, _ = smoke_run
     for experiment in ("spmm", "sddmm"):
         for figure in ("speedup_bars.png", "roofline.png"):
-            assert (workdir / "results" / experiment / "figures" / figure).read_bytes()[:4] == b"\x89PNG"
+            assert (workdir / RESULTS / experiment / "figures" / figure).read_bytes()[:4] == b"\x89PNG"
     for experiment in ("attention", "conv", "rgcn", "sage"):
-        assert "not implemented yet" in (workdir / "results" / experiment / "speedup.md").read_text()
+        assert "not implemented yet" in (workdir / RESULTS / experiment / "speedup.md").read_text()
     report = workdir / "report.html"
     result = run_snakemake(workdir, "--cores", "1", "--configfile", SMOKE, "--report", str(report))
     assert result.returncode == 0, result.stdout[-3000:]

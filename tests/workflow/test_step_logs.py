@@ -56,8 +56,8 @@ def test_a_failing_step_keeps_its_traceback_in_its_log_and_snakemake_names_the_l
     result = run_snakemake(tmp_path, "gpu_ingest", "--cores", "1", "--configfile", SMOKE,
                            "--config", f"bundle_records={tmp_path / 'empty-records'}")
     assert result.returncode != 0
-    assert "log: results/logs/gpu_ingest.log (check log file(s) for error details)" in result.stdout, result.stdout
-    log = (tmp_path / "results" / "logs" / "gpu_ingest.log").read_text()
+    assert "log: results/smoke/logs/gpu_ingest.log (check log file(s) for error details)" in result.stdout, result.stdout
+    log = (tmp_path / "results" / "smoke" / "logs" / "gpu_ingest.log").read_text()
     assert "Traceback (most recent call last)" in log and "ValueError: no record files in" in log, log
 
 

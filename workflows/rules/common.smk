@@ -5,9 +5,9 @@ import sys
 sys.path.insert(0, str(Path(workflow.basedir) / "workflows" / "scripts"))
 from harness_config import PENDING_EXPERIMENTS, cases, check_config, dataset_names, dataset_slug, uses_tuning
 
-check_config(config)
+check_config(config, workflow.config_settings.configfiles)  # also resolves results and data.mirror "auto"
 
-RESULTS = config["results"].rstrip("/")
+RESULTS = config["results"]
 DATASETS = dataset_names(config)  # slug -> registry name or generator spec
 BENCH_EXPERIMENTS = tuple(config["experiments"])
 ALL_EXPERIMENTS = BENCH_EXPERIMENTS + PENDING_EXPERIMENTS

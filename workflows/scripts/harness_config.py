@@ -1,17 +1,37 @@
 """The workflow's configuration beyond its JSON schema: dataset slugs, cases, formats, checks.
 
 The Snakefile validates a config file against ``workflows/config/schema.yaml`` (types, keys)
-and then calls :func:`check_config`, which checks what a schema cannot (known dataset names,
-generator specs, hyb bucket order, references) and raises ``ValueError`` naming the problem.
+and then calls :func:`check_config` before any job runs. It checks what a schema cannot and
+raises ``ValueError`` naming the problem: known dataset names and generator specs within their
+size limits, hyb bucket order, format strings (``sparsetir.formats.parse_format``, and whether
+the format supports the op), references, CPU libraries and options (the variants the baseline
+modules declare), a ``results`` folder inside the working tree, and an explicit ``data.mirror``
+that exists. It also resolves the two ``auto`` values: ``results`` and ``data.mirror``.
+
+Formats and baseline variants are facts about the code that take seconds to import (TVM,
+torch); the answers are kept in the kernel cache, keyed by a digest of the sources, so
+planning a workflow stays fast.
 """
 
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
 
-from sparsetir.data import dataset_slug
+from sparsetir.data import MIRROR_ENV, dataset_slug
 
 PENDING_EXPERIMENTS = ("attention", "conv", "rgcn", "sage")
 BEST_CPU = "best-cpu-library"
-__all__ = ["BEST_CPU", "PENDING_EXPERIMENTS", "cases", "check_config", "dataset_names", "dataset_slug",
-           "hyb_format", "sparsetir_formats", "uses_tuning"]
+AUTO = "auto"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The mirror ``data.mirror: auto`` finds when ``$SPARSETIR_DATA_MIRROR`` is unset: beside the repository.
+SHARED_MIRROR = REPO_ROOT.parent / "shared" / "data"
+#: What the default run keeps directly under ``results/``: a config's own folder may not take these names.
+RESERVED_RESULTS = ("datasets", "logs", "reference", "gpu-bundle", "gpu-ingest", "spmm", "sddmm",
+                    *PENDING_EXPERIMENTS)
+__all__ = ["AUTO", "BEST_CPU", "PENDING_EXPERIMENTS", "cases", "check_config", "data_mirror", "dataset_names",
+           "dataset_slug", "hyb_format", "results_folder", "sparsetir_formats", "uses_tuning"]
 
 
 def hyb_format(dataset: str, hyb_table: dict) -> str:
@@ -62,11 +82,56 @@ def dataset_names(config: dict) -> dict[str, str]:
     return slugs
 
 
-def check_config(config: dict) -> dict:
-    """Check what the schema cannot; return ``config`` or raise ``ValueError`` naming the problem."""
+def results_folder(results: str, configfiles=()) -> str:
+    """The results folder: ``results`` as given, or for ``auto``, ``results`` with the default config
+    (no ``--configfile``, or one named ``default.yaml``) and ``results/<name>`` with config ``<name>.yaml``."""
+    if results != AUTO:
+        return results.rstrip("/") or "/"
+    name = Path(str(configfiles[-1])).stem if configfiles else "default"
+    if name == "default":
+        return "results"
+    if name in RESERVED_RESULTS or dataset_slug(name) != name:
+        raise ValueError(f"config results: auto would write into results/{name}, which the default run uses or "
+                         "which is not a plain folder name; rename the config file or set results explicitly")
+    return f"results/{name}"
+
+
+def data_mirror(mirror: str | None) -> str | None:
+    """The mirror folder for ``data.mirror``: a folder as given, None for ``null``, and for ``auto``
+    ``$SPARSETIR_DATA_MIRROR``, else ``../shared/data`` beside the repository, where present (else None)."""
+    if mirror is None:
+        return None
+    if mirror != AUTO:
+        return str(Path(mirror).expanduser().resolve())
+    for candidate in (os.environ.get(MIRROR_ENV, "").strip(), str(SHARED_MIRROR)):
+        if candidate and Path(candidate).expanduser().is_dir():
+            return str(Path(candidate).expanduser().resolve())
+    return None
+
+
+def _check_results(results: str) -> None:
+    tree = Path.cwd().resolve()
+    folder = (tree / results).resolve()
+    if folder == tree or tree not in folder.parents:
+        raise ValueError(f"config results: {results!r} is not a folder inside the working tree {tree} "
+                         "(the workflow writes and replaces files there)")
+
+
+def check_config(config: dict, configfiles=()) -> dict:
+    """Check what the schema cannot and resolve the ``auto`` values; return ``config`` or raise ``ValueError``.
+
+    ``configfiles`` are the ``--configfile`` paths (they name the results folder of ``results: auto``).
+    """
     from sparsetir.data import is_generated, names
     from sparsetir.data.generators import parse_spec
 
+    config["results"] = results_folder(config["results"], configfiles)
+    _check_results(config["results"])
+    mirror = config["data"].get("mirror")
+    if mirror not in (None, AUTO) and not Path(mirror).expanduser().is_dir():
+        raise ValueError(f"config data.mirror: {mirror!r} is not a directory (set a folder laid out like "
+                         "shared/data, auto to use one where present, or null for none)")
+    config["data"]["mirror"] = data_mirror(mirror)
     known = set(names())
     for name in dict.fromkeys(name for name, _ in cases(config)):
         if is_generated(name):
@@ -93,5 +158,106 @@ def check_config(config: dict) -> dict:
         for device, reference in experiment["reference"].items():
             if reference == BEST_CPU and device != "cpu":
                 raise ValueError(f"config experiments.{op}.reference.{device}: {BEST_CPU} applies to the CPU only")
+    _check_against_the_code(config)
     return config
 
+
+def _format_strings(config: dict) -> list[tuple[str, str, str]]:
+    """(op, format string, where it comes from) for every format the experiments would compile."""
+    datasets = [name for name, _ in cases(config)]
+    found = []
+    for op, experiment in config["experiments"].items():
+        for contender, fmt in experiment["sparsetir"].items():
+            if fmt in (TUNED, AUTO):
+                continue
+            where = f"experiments.{op}.sparsetir.{contender}"
+            if fmt == "hyb":
+                found += [(op, hyb_format(name, config["hyb"]), f"{where} (hyb table, {name})") for name in datasets]
+            else:
+                found.append((op, fmt, where))
+    return list(dict.fromkeys(found))
+
+
+def _check_against_the_code(config: dict) -> None:
+    """Format strings, references, CPU libraries and options against the format registry and the baselines."""
+    strings = _format_strings(config)
+    facts = code_facts(sorted({(op, fmt) for op, fmt, _ in strings}))
+    for op, fmt, where in strings:
+        error = facts["formats"][f"{op} {fmt}"]
+        if error:
+            raise ValueError(f"config {where}: {error}")
+    for op, experiment in config["experiments"].items():
+        variants = {name: module for module, ops in facts["variants"].items() for name in ops.get(op, [])}
+        known = ", ".join(sorted(variants))
+        for device, reference in experiment["reference"].items():
+            if reference == BEST_CPU or reference in experiment["sparsetir"]:
+                continue
+            if reference not in variants:
+                raise ValueError(f"config experiments.{op}.reference.{device}: unknown contender {reference!r}; "
+                                 f"known: {BEST_CPU} (cpu), the experiment's sparsetir contenders, or {known}")
+            if device == config["device"] and variants[reference] not in experiment["baselines"]:
+                raise ValueError(f"config experiments.{op}.reference.{device}: {reference!r} comes from the baseline "
+                                 f"module {variants[reference]}, which experiments.{op}.baselines does not run")
+        for library in experiment["cpu_libraries"]:
+            if library not in variants:
+                raise ValueError(f"config experiments.{op}.cpu_libraries: unknown library {library!r}; known: {known}")
+        for variant in experiment.get("options") or {}:
+            if variant not in variants:
+                raise ValueError(f"config experiments.{op}.options: unknown variant {variant!r}; known: {known}")
+
+
+def code_facts(format_checks: list[tuple[str, str]]) -> dict:
+    """``{"formats": {"<op> <format>": error or None}, "variants": {module: {op: [names]}}}``.
+
+    Computing them imports ``sparsetir.formats`` (TVM) and the baseline modules (torch), seconds
+    each, so the answer is kept in ``<kernel cache>/workflow-checks/``, keyed by the questions
+    and a digest of the ``sparsetir`` and ``baselines`` sources.
+    """
+    from sparsetir.backend.cache import cache_dir, source_digest
+
+    baselines_digest = hashlib.sha256()
+    for path in sorted((REPO_ROOT / "baselines").glob("*.py")):
+        baselines_digest.update(path.name.encode() + path.read_bytes())
+    question = json.dumps([source_digest(), baselines_digest.hexdigest(), format_checks])
+    path = cache_dir() / "workflow-checks" / f"{hashlib.sha256(question.encode()).hexdigest()[:32]}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    facts = {"formats": {f"{op} {fmt}": _format_error(op, fmt) for op, fmt in format_checks},
+             "variants": _baseline_variants()}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(prefix=".facts-", dir=path.parent)
+        with os.fdopen(handle, "w") as out:
+            json.dump(facts, out)
+        os.replace(tmp, path)
+    except OSError:  # not kept: the next plan asks the code again
+        pass
+    return facts
+
+
+def _format_error(op: str, fmt: str) -> str | None:
+    from sparsetir.formats import parse_format
+
+    try:
+        parsed = parse_format(fmt)
+    except (ValueError, TypeError) as err:
+        return str(err)
+    if not type(parsed).supports(op):
+        return f"format {fmt!r} does not support {op}"
+    return None
+
+
+def _baseline_variants() -> dict[str, dict[str, list[str]]]:
+    import importlib
+    import pkgutil
+
+    import baselines
+
+    variants = {}
+    for module in pkgutil.iter_modules(baselines.__path__):
+        declared = getattr(importlib.import_module(f"baselines.{module.name}"), "VARIANTS", None)
+        if isinstance(declared, dict):
+            variants[module.name] = {op: list(names) for op, names in declared.items()}
+    return variants

@@ -12,12 +12,21 @@ from pathlib import Path
 
 
 def configure_data_routes(data: dict) -> None:
-    """Point the registry's routes at the config: cache folder, mirror, downloads on/off."""
+    """Point the registry's routes at the config: cache folder, mirror, downloads on/off.
+
+    ``data["mirror"]`` is the folder ``check_config`` resolved (``auto`` included), or None: no mirror,
+    whatever the environment says, so a run by hand and one through ``make`` use the same routes.
+    """
+    from harness_config import data_mirror
+
     from sparsetir.data import CACHE_ENV, DOWNLOAD_ENV, MIRROR_ENV
 
     os.environ[CACHE_ENV] = str(Path(data["cache"]).resolve())
-    if data.get("mirror"):
-        os.environ[MIRROR_ENV] = str(Path(data["mirror"]).resolve())
+    mirror = data_mirror(data.get("mirror"))
+    if mirror:
+        os.environ[MIRROR_ENV] = mirror
+    else:
+        os.environ.pop(MIRROR_ENV, None)
     os.environ[DOWNLOAD_ENV] = "1" if data["download"] else "0"
 
 

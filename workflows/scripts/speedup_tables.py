@@ -14,6 +14,8 @@ For every case (device, dataset, feature size) each timed contender gets:
 The CSV is long (one row per record, contenders that did not run included with their reason).
 The Markdown and LaTeX tables are wide: one row per case, one column per contender, each cell
 ``median speedup (mean speedup)``, a geometric-mean row, and the reasons for what did not run.
+When a case has no time for its reference (every CPU library unavailable, a library name that
+no record carries, every dataset unavailable), its speedups are ``n/a`` and the Markdown says why.
 """
 
 
@@ -28,6 +30,7 @@ BEST_CPU = "best-cpu-library"
 CASE = ["device", "dataset", "feat"]
 _STAT_COLUMNS = {"median": "median_s", "mean": "mean_s", "p20": "p20_s", "p80": "p80_s", "n": "samples"}
 _TIME_COLUMNS = ("convert_s", "compile_s", "tune_s")
+_NUMERIC = ("nnz", "min_bytes", "flops", "copy_bytes_per_s", *_STAT_COLUMNS.values(), *_TIME_COLUMNS)
 
 
 def records_frame(records: Iterable[dict]) -> pd.DataFrame:
@@ -44,14 +47,19 @@ def records_frame(records: Iterable[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(rows[0]) if rows else None)
     if frame.empty:
         raise ValueError("no records to aggregate")
+    for column in _NUMERIC:  # a column of only missing values would otherwise be of dtype object
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     return frame.drop_duplicates(subset=CASE + ["contender"], keep="last").reset_index(drop=True)
 
 
 def _best_of(ok: pd.DataFrame, libraries: Sequence[str]) -> pd.DataFrame:
     """Per case: the fastest (by median) of ``libraries`` among the timed rows."""
     pool = ok[ok["contender"].isin(libraries)]
-    if pool.empty:
-        return pd.DataFrame(columns=CASE + ["best", "best_median", "best_mean"])
+    if pool.empty or pool["median_s"].isna().all():
+        empty = {column: pd.Series(dtype=ok[column].dtype) for column in CASE}
+        return pd.DataFrame({**empty, "best": pd.Series(dtype=object), "best_median": pd.Series(dtype=float),
+                             "best_mean": pd.Series(dtype=float)})
+    pool = pool[pool["median_s"].notna()]
     best = pool.loc[pool.groupby(CASE)["median_s"].idxmin(), CASE + ["contender", "median_s", "mean_s"]]
     return best.rename(columns={"contender": "best", "median_s": "best_median", "mean_s": "best_mean"})
 
@@ -166,6 +174,33 @@ def _markdown(table: pd.DataFrame) -> str:
     return table.to_markdown(index=False) if not table.empty else "(none)"
 
 
+def missing_reference_notes(frame: pd.DataFrame, settings: dict) -> list[str]:
+    """Why cases have no speedup: per device, how many cases lack a reference time, and the reason."""
+    notes = []
+    for device in dict.fromkeys(frame["device"]):
+        on_device = frame[frame["device"] == device]
+        cases = on_device[CASE].drop_duplicates()
+        with_reference = on_device[on_device["speedup_vs_reference"].notna()][CASE].drop_duplicates()
+        missing = len(cases) - len(with_reference)
+        if not missing:
+            continue
+        scope = (f"No case on {device} has a reference time" if not len(with_reference)
+                 else f"{missing} of {len(cases)} cases on {device} have no reference time")
+        ran = on_device[on_device["contender"] != "*"]
+        if ran.empty:
+            why = "no dataset could be prepared"
+        elif settings["reference"].get(device) == BEST_CPU:
+            libraries = list(settings["cpu_libraries"])
+            why = f"none of the CPU libraries ({', '.join(libraries)}) was timed"
+            unknown = [name for name in libraries if name not in set(frame["contender"])]
+            if unknown:
+                why += f"; no record comes from {', '.join(unknown)} (not a variant of a configured baseline)"
+        else:
+            why = f"the reference, {settings['reference'].get(device, '?')}, was not timed"
+        notes.append(f"{scope}: {why}. Those speedups are n/a; the reasons are under \"Did not run\".")
+    return notes
+
+
 def _reference_sentence(frame: pd.DataFrame, settings: dict) -> str:
     parts = []
     for device in dict.fromkeys(frame["device"]):
@@ -184,6 +219,8 @@ def markdown_report(frame: pd.DataFrame, settings: dict, experiment: str, datase
     ]
     if len(copy):
         lines.append(f"Copy bandwidth measured in the same runs: {copy.median() / 1e9:.1f} GB/s (median over cases).")
+    for note in missing_reference_notes(frame, settings):
+        lines += ["", note]
     lines += ["", "## Speedup over the reference", "", _markdown(wide_table(frame, "speedup_vs_reference", dataset_order))]
     if (frame["device"] == "cpu").any() and settings["reference"].get("cpu") != BEST_CPU:
         cpu = frame[frame["device"] == "cpu"]
