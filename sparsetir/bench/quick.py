@@ -5,6 +5,10 @@
     python -m sparsetir.bench.quick spmm --dataset pubmed --tune 20   # plus a tuned contender
     python -m sparsetir.bench.quick spmm --dataset pubmed --locality-bound   # plus the CSR kernel
                                                       # on the same degrees with local columns
+    python -m sparsetir.bench.quick spmm --dataset pubmed --fresh-structures  # a new matrix every
+                                                      # call (sparsetir.bench.fresh)
+    python -m sparsetir.bench.quick spmm --dataset pubmed --precision  # float16/bfloat16 against
+                                                      # float32 (sparsetir.bench.precision)
 
 For every (dataset, feature size) each contender is prepared once (format conversion or
 compilation, timed on its own), checked against a float64 reference, then all of them are
@@ -25,6 +29,7 @@ import scipy.sparse as sp
 from ..reference import get_reference, reference_names
 from ..runtime.loader import usable_cores
 from ..timing import DEFAULT, default_flush_bytes, environment_info
+from . import fresh, precision
 from .datasets import dataset_names, load_matrix
 from .engine import (
     LOCALITY_BOUND,
@@ -62,6 +67,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--locality-bound", action="store_true",
                         help="also time the CSR kernel on the same matrix with local columns (same shape, "
                              "degrees and values; sparsetir.bench.locality): a bound on what scheduling reaches")
+    parser.add_argument("--fresh-structures", action="store_true",
+                        help="spmm on a stream of fresh sub-matrices (random rows of each dataset), one per call, "
+                             "against scipy on the same stream (sparsetir.bench.fresh)")
+    parser.add_argument("--precision", action="store_true",
+                        help="spmm in float16 and bfloat16 (float32 accumulation) against float32, sparsetir "
+                             "and torch (sparsetir.bench.precision)")
+    parser.add_argument("--rows", action="append", type=int,
+                        help="rows per fresh sub-matrix (repeatable; default 1024 8192)")
     parser.add_argument("--exclude", action="append", default=[], metavar="CONTENDER",
                         help="skip a contender, e.g. torch-dense (repeatable)")
     parser.add_argument("--no-flush", action="store_true", help="do not flush the cache between calls")
@@ -108,6 +121,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     timing = DEFAULT.replace(flush=not args.no_flush, samples=args.samples, max_time_s=args.max_time_s,
                              seed=args.seed)
+    if args.fresh_structures:
+        if args.op != "spmm":
+            print("--fresh-structures times spmm", file=sys.stderr)
+            return 2
+        return fresh.main(datasets, args.rows or list(fresh.DEFAULT_ROWS), args.feat, args.seed, timing)
+    if args.precision:
+        if args.op != "spmm":
+            print("--precision times spmm", file=sys.stderr)
+            return 2
+        return precision.main(datasets, args.feat, args.seed, timing)
     make_case = get_reference(args.op).make_case
     copy = measure_copy_bandwidth(timing)
     flush_note = f"flush {default_flush_bytes() >> 20} MiB" if timing.flush else "no flush"

@@ -85,6 +85,21 @@ def _torch_csr_arrays(A):
     )
 
 
+def transpose(matrix: CSRMatrix) -> tuple[CSRMatrix, np.ndarray]:
+    """``A^T`` as CSR (A's CSC arrays), with ``order``: entry ``p`` of ``A^T`` is entry ``order[p]`` of A.
+
+    Vectorised and stable: a stable sort of the column indices keeps each column's entries in row
+    order; duplicates are kept (both copies, in A's order). Index dtypes are kept.
+    """
+    m, n = matrix.shape
+    indices = np.asarray(matrix.indices)
+    order = np.argsort(indices, kind="stable")
+    rows = np.repeat(np.arange(m, dtype=indices.dtype), np.diff(np.asarray(matrix.indptr)))
+    indptr = np.zeros(n + 1, dtype=np.asarray(matrix.indptr).dtype)
+    np.cumsum(np.bincount(indices, minlength=n), out=indptr[1:])
+    return CSRMatrix((n, m), indptr, rows[order], np.asarray(matrix.values)[order]), order
+
+
 def choose_index_dtype(*extents: int, requested: str | None = None) -> str:
     """int32 unless some extent (or flat buffer size) needs int64; ``requested`` forces one."""
     if requested is not None:

@@ -6,7 +6,10 @@ Stage I over CSR: ``C[i, k] += A[i, j] * B[j, k]`` over ``[I, J, K]`` with kinds
 
 from __future__ import annotations
 
+import time
+
 from ..formats import read_sparse_input
+from ..formats.matrix import transpose
 from ..formats.structure import SourceAxes
 from ..ir import SparseBuffer, SparseFunction, sparse_iteration
 from ..reference.spmm import SPMM_REFERENCE
@@ -32,7 +35,8 @@ def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32",
     return compose_format(func, fmt, SourceAxes(rows, cols, [A], "S", "R"), device, fuse=horizontal_fuse)
 
 
-def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtype=None, **knobs) -> Kernel:
+def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtype=None, transpose_a: bool = False,
+                 **knobs) -> Kernel:
     """Compile SpMM for A's structure and ``feat`` columns of B.
 
     Parameters
@@ -49,6 +53,9 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
         Value dtype of the kernel (default: A's float dtype, else float32).
     index_dtype : str, optional
         ``"int32"`` or ``"int64"`` (default: int32 unless a size needs int64).
+    transpose_a : bool
+        Compute ``A^T @ B``: the kernel is built for A's transpose (a vectorised, stable host
+        transpose, timed as conversion); ``values=`` is still given in A's own CSR order.
     **knobs
         Schedule and op knobs (``sparsetir.schedule.knob_names(device)``).
 
@@ -58,14 +65,26 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
         Called as ``kernel(B, out=None, values=None)``; ``kernel.timings`` has the conversion
         and compile seconds.
     """
+    if not isinstance(transpose_a, bool):
+        raise TypeError(f"transpose_a must be True or False, got {transpose_a!r}")
+    order, transpose_s = None, 0.0
+    if transpose_a:
+        started = time.perf_counter()
+        A, order = transpose(read_sparse_input(A))
+        transpose_s = time.perf_counter() - started
     p, knobs = prepare_op("spmm", A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype,
                           knobs=knobs)
     fuse, accum = knobs.get("horizontal_fuse"), knobs.get("accum_dtype")
-    return make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse, accum), p,
-                       knobs=knobs, inputs=["B"], output="C")
+    kernel = make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse, accum), p,
+                         knobs=knobs, inputs=["B"], output="C")
+    if transpose_a:
+        kernel.value_order = order
+        kernel.timings["convert_s"] += transpose_s
+        kernel.spec["transpose_a"] = True
+    return kernel
 
 
-def spmm(A, B, *, format="csr", target="llvm", out=None, **knobs):
+def spmm(A, B, *, format="csr", target="llvm", out=None, transpose_a: bool = False, **knobs):
     """``A @ B`` for a sparse A and a dense B.
 
     Parameters
@@ -74,21 +93,24 @@ def spmm(A, B, *, format="csr", target="llvm", out=None, **knobs):
         Any layout (converted to CSR); its values are cast to B's dtype.
     B : numpy array or torch tensor
         Dense, ``(A.shape[1], feat)``.
-    format, target, **knobs
-        As for :func:`compile_spmm`.
+    format, target, transpose_a, **knobs
+        As for :func:`compile_spmm` (``transpose_a``: compute ``A^T @ B``).
     out : array, optional
         Written in place and returned.
 
     Returns
     -------
     numpy array or torch tensor
-        ``A @ B`` with B's type and dtype.
+        ``A @ B`` (or ``A^T @ B``) with B's type and dtype.
     """
     dtype = check_dense_operand(B, "B")
     matrix = read_sparse_input(A)
-    if B.shape[0] != matrix.shape[1]:
-        raise ValueError(f"A is {matrix.shape[0]}x{matrix.shape[1]} but B has {B.shape[0]} rows")
-    kernel = compile_spmm(matrix, int(B.shape[1]), format=format, target=target, dtype=dtype, **knobs)
+    inner = matrix.shape[0] if transpose_a else matrix.shape[1]
+    if B.shape[0] != inner:
+        op = "A^T @ B needs B with A's rows" if transpose_a else "A @ B needs B with A's columns"
+        raise ValueError(f"A is {matrix.shape[0]}x{matrix.shape[1]} but B has {B.shape[0]} rows ({op})")
+    kernel = compile_spmm(matrix, int(B.shape[1]), format=format, target=target, dtype=dtype,
+                          transpose_a=transpose_a, **knobs)
     return kernel(B, out=out)
 
 

@@ -20,13 +20,18 @@ from .signature import Signature, evaluate
 from .slot_layout import SlotLayout
 from .validate import check_dense, dtype_name, numpy_dtype
 
+VALUE_ORDER = "__value_order"  # the sidecar array holding Kernel.value_order
+
 
 class Kernel:
     """``spec``: op, inputs (parameter names in call order), outputs and values (parameter names)."""
 
     def __init__(self, function: CompiledFunction, spec: dict, bound: dict, sizes: dict,
-                 layout: SlotLayout | None = None):
+                 layout: SlotLayout | None = None, value_order: np.ndarray | None = None):
         self.function = function
+        # values= arrive in the order of the caller's matrix; the kernel's is value_order of it
+        # (a kernel compiled for A^T takes A's values: transpose_a)
+        self.value_order = None if value_order is None else np.asarray(value_order, dtype=np.int64)
         self.spec = spec
         self.sizes = dict(sizes)
         self.layout = layout
@@ -118,6 +123,13 @@ class Kernel:
         nnz = self.layout.nnz if self.layout is not None else self._shape[self.spec["values"][0]][0]
         if tuple(values.shape) != (nnz,):
             raise ValueError(f"values has shape {tuple(values.shape)}, expected ({nnz},) (one per non-zero)")
+        if self.value_order is not None:
+            if is_torch(values):
+                import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
+
+                values = values[torch.as_tensor(self.value_order, device=values.device)]
+            else:
+                values = values[self.value_order]
         if self.layout is not None:
             return self._on_device(self.layout.scatter_values(values, self.dtype))
         if dtype_name(values) != self.dtype:
@@ -136,6 +148,8 @@ class Kernel:
         arrays = {k: _host(v) for k, v in self._bound.items()}
         if self.layout is not None:
             arrays.update(self.layout.arrays())
+        if self.value_order is not None:
+            arrays[VALUE_ORDER] = self.value_order
         np.savez(sidecar(path, ".npz"), **arrays)
         return path
 
@@ -155,7 +169,7 @@ def load_kernel(path) -> Kernel:
     kernel = meta["kernel"]
     layout = None if kernel["nnz"] is None else SlotLayout.from_arrays(kernel["nnz"], everything)
     bound = {k: v for k, v in everything.items() if not k.startswith("__")}
-    return Kernel(function, kernel["spec"], bound, kernel["sizes"], layout)
+    return Kernel(function, kernel["spec"], bound, kernel["sizes"], layout, everything.get(VALUE_ORDER))
 
 
 def _check_array_type(array, name: str) -> None:

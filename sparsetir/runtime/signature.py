@@ -8,6 +8,7 @@ expression strings over the size names.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import operator
 
@@ -28,23 +29,35 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 
 def evaluate(expression: str, sizes: dict) -> int:
     """Value of a shape expression such as ``"m + 1"`` or ``"nnz"`` given the sizes."""
+    return _parsed(expression)(sizes)
 
-    def walk(node):
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
+
+@functools.cache
+def _parsed(expression: str):
+    """``expression`` parsed once into a function of the sizes (a kernel call evaluates a few each time)."""
+    tree = ast.parse(expression.replace("//", " // "), mode="eval").body
+
+    def build(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
+            value = node.value
+            return lambda sizes: value
         if isinstance(node, ast.Name):
-            if node.id not in sizes:
-                raise ValueError(f"size {node.id!r} is unknown; pass it explicitly")
-            return int(sizes[node.id])
+            name = node.id
+
+            def size(sizes):
+                if name not in sizes:
+                    raise ValueError(f"size {name!r} is unknown; pass it explicitly")
+                return int(sizes[name])
+
+            return size
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            return _BINARY[type(node.op)](walk(node.left), walk(node.right))
+            combine, left, right = _BINARY[type(node.op)], build(node.left), build(node.right)
+            return lambda sizes: combine(left(sizes), right(sizes))
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("int32", "int64") and node.args:
-            return walk(node.args[0])  # T.int64(5)
+            return build(node.args[0])  # T.int64(5)
         raise ValueError(f"unsupported shape expression {expression!r}")
 
-    return walk(ast.parse(expression.replace("//", " // "), mode="eval"))
+    return build(tree)
 
 
 class Signature:
