@@ -45,6 +45,9 @@ def block_slots(canonical: CSRMatrix, values: np.ndarray, block: int, index_dtyp
     cols = canonical.indices.astype(np.int64, copy=False)
     keys, slot = np.unique((rows // block) * nb + cols // block, return_inverse=True)
     nnzb = keys.shape[0]
+    if block > max(m, n, 1) and nnzb * block * block > 2**31 - 1:
+        raise ValueError(f"block {block} is larger than the {m} x {n} matrix itself: each of its {nnzb} block(s) "
+                         f"would hold {block * block:,} slots; use a block of at most {max(m, n, 1)}")
     idtype = index_dtype_for(index_dtype, mb * block + 1, nb * block, canonical.nnz, nnzb * block * block)
     block_values = np.zeros((nnzb, block, block), dtype=values.dtype)
     csr_position = np.full((nnzb, block, block), PADDING, dtype=np.int64)

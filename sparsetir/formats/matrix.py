@@ -71,6 +71,9 @@ def read_sparse_input(A, *, canonical: bool = False) -> CSRMatrix:
 def _torch_csr_arrays(A):
     import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
 
+    if A.requires_grad and torch.is_grad_enabled():
+        raise TypeError("A's values require grad, but this call is not recorded by autograd (its result would be "
+                        "detached silently); call it under torch.no_grad() or pass A.detach()")
     if A.layout == torch.sparse_coo:
         A = A.coalesce().to_sparse_csr()
     if A.layout != torch.sparse_csr:

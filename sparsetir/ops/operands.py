@@ -191,7 +191,7 @@ def make_kernel(op: str, make_function, prepared: PreparedMatrix, *, knobs, inpu
     started = time.perf_counter()
     function = compiled_function(op, make_function, fmt, feat, dtype, idtype, target, knobs, fmt.sizes(matrix))
     compile_s = time.perf_counter() - started
-    bound = fmt.bind(matrix, ["A"], device)
+    bound = owned(fmt.bind(matrix, ["A"], device), prepared.matrix)
     suffixes = fmt.slot_keys(device)
     layout = None
     if suffixes:
@@ -208,6 +208,20 @@ def make_kernel(op: str, make_function, prepared: PreparedMatrix, *, knobs, inpu
     kernel = Kernel(function, spec, bound, fmt.sizes(matrix), layout)
     kernel.timings = {"convert_s": convert_s, "compile_s": compile_s}
     return kernel
+
+
+def owned(bound: dict, source) -> dict:
+    """The kernel's structure arrays, copied where they share memory with the caller's matrix
+    ``source`` (so editing A after compiling cannot change or crash the kernel), and read-only."""
+    caller = [a for a in (source.indptr, source.indices, source.values) if isinstance(a, np.ndarray)]
+    out = {}
+    for name, array in bound.items():
+        if isinstance(array, np.ndarray):
+            if any(np.may_share_memory(array, c) for c in caller):
+                array = array.copy()
+            array.flags.writeable = False
+        out[name] = array
+    return out
 
 
 def tuned_format(op: str, A, feat, format, target, dtype, knobs: dict) -> tuple:

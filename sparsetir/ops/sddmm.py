@@ -114,12 +114,13 @@ def sddmm(A, X, Y, *, format="csr", target="llvm", **knobs):
 
         device = values.device if is_torch(values) else "cpu"
         return torch.sparse_csr_tensor(
-            torch.as_tensor(np.asarray(structure.indptr, dtype=np.int64), device=device),
-            torch.as_tensor(np.asarray(structure.indices, dtype=np.int64), device=device),
+            torch.tensor(np.asarray(structure.indptr), dtype=torch.int64, device=device),  # copies: the result
+            torch.tensor(np.asarray(structure.indices), dtype=torch.int64, device=device),  # owns its structure
             values if is_torch(values) else torch.as_tensor(values),
             size=structure.shape,
         )
-    return sp.csr_matrix((values, structure.indices, structure.indptr), shape=structure.shape)
+    # copies: the result owns its structure (A's arrays stay A's)
+    return sp.csr_matrix((values, structure.indices.copy(), structure.indptr.copy()), shape=structure.shape)
 
 
 SDDMM = register_op(OpSpec("sddmm", function=sddmm_function, compile=compile_sddmm, call=sddmm,

@@ -7,6 +7,7 @@ TVM runtime. The compile cache keeps the same three files in one folder.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -16,23 +17,48 @@ from .marshal import Marshalled, is_torch, kernel_argument
 from .signature import Signature
 
 MANIFEST_FORMAT = "sparsetir-function/1"
+LIBRARY_SHA256, SIDECAR_SHA256 = "library_sha256", "sidecar_sha256"  # manifest keys of the digests
 
 
 def sidecar(library: Path, suffix: str) -> Path:
     return library.with_name(library.name + suffix)
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_digest(path: Path, expected: str | None, what: str) -> None:
+    """``path``'s sha256 is ``expected`` (when one is recorded); a ValueError naming ``what`` otherwise."""
+    if expected is not None and file_sha256(path) != expected:
+        raise ValueError(f"{path} does not match the sha256 its manifest records for the {what}: the file was "
+                         "changed or damaged after export; export the kernel again")
+
+
 class CompiledFunction:
     """Call with arrays by parameter name (or position); sizes are read off the shapes."""
 
-    def __init__(self, library):
-        self.library = Path(library)
+    def __init__(self, library, *, verify: bool = False):
+        self.library = Path(library).absolute()  # later calls may run from another working directory
         manifest_path = sidecar(self.library, ".json")
         if not self.library.exists() or not manifest_path.exists():
             raise FileNotFoundError(f"{self.library} or its manifest {manifest_path.name} is missing")
-        manifest = json.loads(manifest_path.read_text())
-        if manifest.get("format") != MANIFEST_FORMAT:
-            raise ValueError(f"{self.library} is not a sparsetir compiled function ({manifest.get('format')})")
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{manifest_path} is not a readable manifest: {error}") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+            found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+            raise ValueError(f"{self.library} is not a sparsetir compiled function ({found})")
+        missing = [key for key in ("name", "device", "signature", "source_suffix") if key not in manifest]
+        if missing:
+            raise ValueError(f"{manifest_path} lacks {missing}")
+        if verify:  # an export read back: the library must be the one the manifest describes
+            check_digest(self.library, manifest.get(LIBRARY_SHA256), "library")
         self.manifest = manifest
         self.name: str = manifest["name"]
         self.device: str = manifest["device"]
@@ -102,10 +128,12 @@ class CompiledFunction:
                 raise ValueError(f"{name} is {where}, but {self.name} runs on {self.device}")
 
     def export(self, path, **extra) -> Path:
-        """Write the library to ``path`` with its manifest (plus ``extra`` entries) and source beside it."""
+        """Write the library to ``path`` with its manifest (plus ``extra`` entries and the library's
+        sha256, which ``runtime.load`` verifies) and source beside it."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.library, path)
+        extra = {LIBRARY_SHA256: file_sha256(path), **extra}
         suffix = self.manifest["source_suffix"]
         shutil.copyfile(sidecar(self.library, suffix), sidecar(path, suffix))
         sidecar(path, ".json").write_text(json.dumps({**self.manifest, **extra}, indent=1))

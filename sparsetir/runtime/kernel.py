@@ -9,16 +9,15 @@ values in, and per-non-zero results out, in CSR order.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
-from .function import CompiledFunction, sidecar
-from .marshal import aligned_empty, is_torch
+from .function import SIDECAR_SHA256, CompiledFunction, check_digest, file_sha256, sidecar
+from .marshal import aligned_empty, check_no_grad, is_torch, may_overlap
 from .signature import Signature, evaluate
 from .slot_layout import SlotLayout
-from .validate import check_dense, dtype_name, numpy_dtype
+from .validate import check_dense, check_permutation, dtype_name, numpy_dtype
 
 VALUE_ORDER = "__value_order"  # the sidecar array holding Kernel.value_order
 
@@ -77,6 +76,10 @@ class Kernel:
             check_dense(array, name=name, shape=self._shape[name], dtype=self._dtype[name])
             if name in self._coordinates:
                 Signature.check_coordinates(self._coordinates[name], array, self.sizes)
+        for name, array in zip(names, inputs):
+            check_no_grad(array, name)
+        if values is not None:
+            check_no_grad(values, "values")
         arrays = dict(zip(names, inputs))
         prepared = self._structure()
         if values is not None:
@@ -88,6 +91,11 @@ class Kernel:
         else:
             _check_array_type(out, "out")
             check_dense(out, name="out", shape=self.output_shape(), dtype=self.dtype)
+            check_no_grad(out, "out")
+            for name, array in [*zip(names, inputs), *([("values", values)] if values is not None else [])]:
+                if may_overlap(out, array):
+                    raise ValueError(f"out shares memory with {name}; the kernel would read what it overwrites: "
+                                     "pass a separate output array (or none, for a new one)")
         if self.layout is not None and self.layout.outputs:
             scratch = self._outputs_like(inputs[0])
             arrays.update(scratch)
@@ -142,34 +150,64 @@ class Kernel:
         return {self.spec["values"][0]: values}
 
     def export(self, path) -> Path:
-        """Write the library to ``path``; beside it ``<path>.json`` (manifest) and ``<path>.npz`` (structure)."""
+        """Write the library to ``path``; beside it ``<path>.json`` (manifest, with the sha256 of the
+        library and of the structure) and ``<path>.npz`` (structure)."""
+        path = Path(path)
         nnz = None if self.layout is None else self.layout.nnz
-        path = self.function.export(path, kernel={"spec": self.spec, "sizes": self.sizes, "nnz": nnz})
         arrays = {k: _host(v) for k, v in self._bound.items()}
         if self.layout is not None:
             arrays.update(self.layout.arrays())
         if self.value_order is not None:
             arrays[VALUE_ORDER] = self.value_order
+        path.parent.mkdir(parents=True, exist_ok=True)
         np.savez(sidecar(path, ".npz"), **arrays)
-        return path
+        return self.function.export(path, kernel={"spec": self.spec, "sizes": self.sizes, "nnz": nnz},
+                                    **{SIDECAR_SHA256: file_sha256(sidecar(path, ".npz"))})
 
     def __repr__(self) -> str:
         return f"Kernel({self.spec['op']}, {self.spec.get('format', '?')}, {self.device}, sizes={self.sizes})"
 
 
 def load_kernel(path) -> Kernel:
-    """Load an exported kernel (library plus sidecars); needs only the TVM runtime."""
-    path = Path(path)
-    function = CompiledFunction(path)
-    meta = json.loads(sidecar(path, ".json").read_text())
-    if "kernel" not in meta:
+    """Load an exported kernel (library plus sidecars); needs only the TVM runtime.
+
+    Everything read back is checked before any kernel runs: the sha256 of the library and of the
+    structure sidecar (recorded at export), then the structure itself, with the validation a
+    compiled function runs on its inputs (shapes, dtypes, index ranges, monotone indptr, sorted,
+    distinct and disjoint rows where the kernel relies on them) and the value layout.
+    """
+    path = Path(path).absolute()  # not resolve(): a bundle links each sidecar beside the library
+    function = CompiledFunction(path, verify=True)
+    meta = function.manifest
+    if not isinstance(meta.get("kernel"), dict):
         raise ValueError(f"{path} holds a compiled function, not a bound kernel")
-    with np.load(sidecar(path, ".npz"), allow_pickle=False) as arrays:
-        everything = {name: arrays[name] for name in arrays.files}
+    npz = sidecar(path, ".npz")
+    if not npz.exists():
+        raise FileNotFoundError(f"{npz} (the kernel's structure) is missing")
+    check_digest(npz, meta.get(SIDECAR_SHA256), "structure sidecar")
+    try:
+        with np.load(npz, allow_pickle=False) as arrays:
+            everything = {name: arrays[name] for name in arrays.files}
+    except (OSError, ValueError, EOFError) as error:
+        raise ValueError(f"{npz} is not a readable structure sidecar: {error}") from None
     kernel = meta["kernel"]
-    layout = None if kernel["nnz"] is None else SlotLayout.from_arrays(kernel["nnz"], everything)
+    missing = [key for key in ("spec", "sizes", "nnz") if key not in kernel]
+    if missing:
+        raise ValueError(f"{path}: the manifest's kernel entry lacks {missing}")
+    sizes = kernel["sizes"]
+    if not isinstance(sizes, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                              for v in sizes.values()):
+        raise ValueError(f"{path}: the manifest's sizes must be non-negative ints, got {sizes!r}")
     bound = {k: v for k, v in everything.items() if not k.startswith("__")}
-    return Kernel(function, kernel["spec"], bound, kernel["sizes"], layout, everything.get(VALUE_ORDER))
+    function.signature.check_structure(bound, sizes)
+    layout = None if kernel["nnz"] is None else SlotLayout.from_arrays(kernel["nnz"], everything)
+    if layout is not None:
+        layout.validate({name: bound[name].shape if name in bound else None for name in layout.values},
+                        name=str(npz))
+    order = everything.get(VALUE_ORDER)
+    if order is not None:
+        check_permutation(order, name=f"{npz}[{VALUE_ORDER}]")
+    return Kernel(function, kernel["spec"], bound, sizes, layout, order)
 
 
 def _check_array_type(array, name: str) -> None:

@@ -20,6 +20,35 @@ def is_torch(array) -> bool:
     return type(array).__module__.startswith("torch")
 
 
+def byte_range(array) -> tuple[str, int, int]:
+    """(device, first byte, one past the last byte) of the memory ``array`` may touch."""
+    if is_torch(array):
+        storage = array.untyped_storage()
+        return str(array.device), storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+    low, high = np.lib.array_utils.byte_bounds(array) if hasattr(np.lib, "array_utils") else np.byte_bounds(array)
+    return "cpu", low, high
+
+
+def may_overlap(a, b) -> bool:
+    """Whether two numpy arrays or torch tensors may share memory (a cheap, conservative test)."""
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return bool(np.may_share_memory(a, b))
+    (da, la, ha), (db, lb, hb) = byte_range(a), byte_range(b)
+    return da == db and la < hb and lb < ha and ha > la and hb > lb
+
+
+def check_no_grad(array, name: str) -> None:
+    """A TypeError for a torch tensor that requires grad while autograd is on: a kernel call is not
+    recorded by autograd, so its result would be silently detached."""
+    if is_torch(array) and array.requires_grad:
+        import torch  # noqa: PLC0415 - only for torch inputs
+
+        if torch.is_grad_enabled():
+            raise TypeError(
+                f"{name} requires grad, but this call is not recorded by autograd (its result would be detached "
+                "silently); call it under torch.no_grad() or pass a detached tensor (.detach())")
+
+
 def aligned_empty(shape, dtype) -> np.ndarray:
     """An uninitialised numpy array whose data pointer is ALIGNMENT-aligned."""
     dtype = numpy_dtype(dtype)

@@ -109,6 +109,29 @@ class Signature:
         for axis in self.axes:
             self._check_axis(axis, bound, sizes)
 
+    def check_structure(self, bound: dict, sizes: dict) -> None:
+        """Arrays fixed at export (a kernel's structure and values) before any call uses them: each
+        has its parameter's shape and dtype, every size is given, and the metadata of every axis
+        they hold passes the checks of :meth:`check` (so a tampered sidecar is refused, not run)."""
+        unknown = sorted(set(bound) - set(self.names))
+        if unknown:
+            raise ValueError(f"arrays {unknown} are not parameters of the kernel")
+        missing = [p["name"] for p in self.params if p["role"] == "size" and p["name"] not in sizes]
+        if missing:
+            raise ValueError(f"sizes {missing} are missing")
+        for param in self.params:
+            if param["role"] == "size" or param["name"] not in bound:
+                continue
+            array = bound[param["name"]]
+            if not isinstance(array, np.ndarray) and not hasattr(array, "shape"):
+                raise TypeError(f"{param['name']} must be an array, got {type(array).__name__}")
+            shape = tuple(evaluate(e, sizes) for e in param["shape"])
+            check_dense(array, name=param["name"], shape=shape, dtype=param["dtype"])
+            self.check_coordinates(param, array, sizes)
+        for axis in self.axes:
+            if all(meta is None or meta in bound for meta in (axis["indptr"], axis["indices"])):
+                self._check_axis(axis, bound, sizes)
+
     @staticmethod
     def check_coordinates(param: dict, array, sizes: dict) -> None:
         """An integer buffer the kernel uses as coordinates (``coordinates_of``) holds only valid ones."""

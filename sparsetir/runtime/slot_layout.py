@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .marshal import is_torch
+from .validate import numpy_dtype
 
 VALUES_PREFIX = "__values__"
 OUTPUTS_PREFIX = "__outputs__"
@@ -23,12 +24,29 @@ class SlotLayout:
         self.values = dict(values)
         self.outputs = dict(outputs)
 
+    def validate(self, shapes: dict, *, name: str) -> None:
+        """Read back from a file: each value array's positions have its parameter's shape, lie in
+        [-1, nnz), and together hold every CSR position exactly once; outputs likewise."""
+        for kind, table in (("values", self.values), ("outputs", self.outputs)):
+            stored = []
+            for param, position in table.items():
+                if not np.issubdtype(np.asarray(position).dtype, np.integer):
+                    raise ValueError(f"{name}: the {kind} layout of {param} must hold integers")
+                if kind == "values" and shapes.get(param) is not None and tuple(position.shape) != tuple(shapes[param]):
+                    raise ValueError(f"{name}: the {kind} layout of {param} has shape {position.shape}, "
+                                     f"the parameter {tuple(shapes[param])}")
+                if position.size and (position.min() < -1 or position.max() >= self.nnz):
+                    raise ValueError(f"{name}: the {kind} layout of {param} holds a position outside [-1, {self.nnz})")
+                stored.append(position[position >= 0])
+            if table and not np.array_equal(np.sort(np.concatenate(stored)), np.arange(self.nnz)):
+                raise ValueError(f"{name}: the {kind} layout does not hold every one of the {self.nnz} entries once")
+
     def scatter_values(self, values, dtype) -> dict:
         """CSR-ordered ``values`` spread over the value parameters (padding gets 0)."""
         host = values if isinstance(values, np.ndarray) else values.detach().cpu().numpy()
         spread = {}
         for name, position in self.values.items():
-            array = np.zeros(position.shape, dtype=dtype)
+            array = np.zeros(position.shape, dtype=numpy_dtype(dtype))
             stored = position >= 0
             array[stored] = host[position[stored]]
             spread[name] = array

@@ -86,6 +86,13 @@ def check_coordinates(values, *, name: str, length: int, axis: str) -> None:
                          f"coordinates lie in [0, {length})")
 
 
+def check_permutation(order, *, name: str) -> None:
+    """``order`` is a permutation of ``0 .. len(order) - 1`` (an integer array)."""
+    order = check_index_array(np.asarray(order), name=name)
+    if order.size and not np.array_equal(np.sort(order), np.arange(order.size)):
+        raise ValueError(f"{name} is not a permutation of 0..{order.size - 1}")
+
+
 def entry_rows(indptr: np.ndarray) -> np.ndarray:
     """The row of every stored entry of a CSR ``indptr`` (int64)."""
     return np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))

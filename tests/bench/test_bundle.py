@@ -58,20 +58,22 @@ def test_runner_checks_times_and_ingest_picks_the_best(llvm_bundle, tmp_path, mo
     manifest = read_manifest(llvm_bundle)
     tampered = manifest["cases"][0]["candidates"][0]  # the CSR candidate
     structure = llvm_bundle / tampered["structure"]
+    original_bytes = structure.read_bytes()
     with np.load(structure) as arrays:
         original = {name: arrays[name] for name in arrays.files}
     try:
         np.savez_compressed(structure, **{**original, "A": original["A"] * 2})
         run = run_bundle(llvm_bundle, tmp_path / "out")
     finally:
-        np.savez_compressed(structure, **original)
+        structure.write_bytes(original_bytes)
     assert run.returncode == 0, run.stderr + run.stdout
     assert "case 1/1 cora feat 8" in run.stdout
     status = json.loads((tmp_path / "out" / "run.json").read_text())
     assert status["finished"] and status["cases_done"] == 1 and status["tvm_compiler_loaded"] is False
     records = read_records(sorted((tmp_path / "out" / "records").glob("*.json")))  # validates each
     by_name = {r["contender"]: r for r in records}
-    assert by_name[f"sparsetir[{tampered['id']}]"]["status"] == "wrong"
+    refused = by_name[f"sparsetir[{tampered['id']}]"]  # its sha256 no longer matches: never timed
+    assert refused["status"] == "unavailable" and "sha256" in refused["reason"]
     correct = [r for r in records if "candidate" in r and r["status"] == "ok"]
     assert len(correct) == 2 and by_name["scipy"]["status"] == "ok"
     assert all(r["provenance"]["runtime_only"] and r["provenance"]["bundle"]["id"] == manifest["id"] for r in records)

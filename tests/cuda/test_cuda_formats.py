@@ -31,7 +31,7 @@ def kernels_in(source: str) -> list:
 
 
 def emulate(kernel, func, inputs: dict, outputs: dict):
-    arrays = {name: np.ascontiguousarray(a) for name, a in kernel._bound.items()}
+    arrays = {name: np.array(a) for name, a in kernel._bound.items()}
     emulate_module(scheduled_module(func, "cuda"), kernel.source, {**arrays, **inputs, **outputs},
                    sizes=kernel.sizes)
 

@@ -91,7 +91,7 @@ def test_emulated_cuda_spmm_in_dcsr_equals_scipy():
     B = random_dense(A.shape[1], 64, np.float32)
     kernel = compile_spmm(A, 64, format="dcsr", target="cuda")
     C = np.full((A.shape[0], 64), np.nan, np.float32)
-    arrays = {name: np.ascontiguousarray(a) for name, a in kernel._bound.items()}
+    arrays = {name: np.array(a) for name, a in kernel._bound.items()}
     emulate_module(scheduled_module(spmm_function(DCSR(), 64, device="cuda"), "cuda"), kernel.source,
                    {**arrays, "B": B, "C": C}, sizes=kernel.sizes)
     np.testing.assert_allclose(C, A @ B, **tolerance(np.float32))

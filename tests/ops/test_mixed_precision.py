@@ -110,7 +110,7 @@ def test_half_spmm_on_emulated_cuda(dtype, numpy_dtype):
     B = (random_dense(A.shape[1], 64, np.float32) * 0.5 + 1.0).astype(numpy_dtype)
     kernel = compile_spmm(A, 64, target="cuda", dtype=dtype)
     C = np.full((A.shape[0], 64), np.nan, numpy_dtype)
-    bound = {name: np.ascontiguousarray(a) for name, a in kernel._bound.items()}
+    bound = {name: np.array(a) for name, a in kernel._bound.items()}
     emulate_module(scheduled_module(spmm_function(parse_format("csr"), 64, dtype, accum_dtype="float32"), "cuda"),
                    kernel.source, {**bound, "B": B, "C": C}, sizes=kernel.sizes)
     reference = A.astype(np.float64) @ B.astype(np.float64)

@@ -49,6 +49,7 @@ from ...backend.cuda import find_nvcc
 from ...data import dataset_slug, is_generated, names
 from ...formats import read_sparse_input
 from ...ops import get_op
+from ...runtime.function import SIDECAR_SHA256, file_sha256
 from ...timing import BUNDLE, TimingPolicy, package_versions
 from ...tune.database import TuningDatabase, tuning_key
 from ...tune.fingerprint import fingerprint
@@ -222,17 +223,23 @@ def _store_library(bundle: Path, library: Path) -> tuple[str, bool]:
 
 
 def _store_candidate_files(bundle: Path, kernel, scratch: Path) -> tuple[str, str]:
-    """The kernel's manifest and structure arrays in ``candidates/``, deduplicated; their relative paths."""
+    """The kernel's manifest and structure arrays in ``candidates/``, deduplicated; their relative paths.
+
+    The structure is stored compressed, so the manifest records that file's sha256 (which
+    ``runtime.load`` on the GPU host checks).
+    """
     exported = kernel.export(scratch / "kernel.so")
-    manifest_text = exported.with_name(exported.name + ".json").read_text()
-    manifest_rel = f"candidates/{hashlib.sha256(manifest_text.encode()).hexdigest()[:20]}.json"
-    if not (bundle / manifest_rel).exists():
-        (bundle / manifest_rel).write_text(manifest_text)
     with np.load(exported.with_name(exported.name + ".npz"), allow_pickle=False) as loaded:
         arrays = {name: loaded[name] for name in loaded.files}
     structure_rel = f"candidates/{_digest_arrays(arrays)}.npz"
     if not (bundle / structure_rel).exists():
         np.savez_compressed(bundle / structure_rel, **arrays)
+    manifest = json.loads(exported.with_name(exported.name + ".json").read_text())
+    manifest[SIDECAR_SHA256] = file_sha256(bundle / structure_rel)
+    manifest_text = json.dumps(manifest, indent=1)
+    manifest_rel = f"candidates/{hashlib.sha256(manifest_text.encode()).hexdigest()[:20]}.json"
+    if not (bundle / manifest_rel).exists():
+        (bundle / manifest_rel).write_text(manifest_text)
     return manifest_rel, structure_rel
 
 
