@@ -25,11 +25,17 @@ include: "workflows/rules/common.smk"
 
 rule all:
     input:
-        [target for experiment in ALL_EXPERIMENTS for target in experiment_targets(experiment)],
+        lambda wildcards: [target for experiment in ALL_EXPERIMENTS for target in experiment_targets(experiment)],
 
 
 include: "workflows/rules/data.smk"
 include: "workflows/rules/bench.smk"
 include: "workflows/rules/aggregate.smk"
+for family_rules in FAMILY_RULES:  # one file per op family (attention, conv, rgcn, sage) once it exists
+
+    include: family_rules
+
+
 include: "workflows/rules/pending.smk"
 include: "workflows/rules/bundle.smk"
+include: "workflows/rules/targets.smk"

@@ -3,14 +3,19 @@ import glob
 import sys
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflows" / "scripts"))
-from harness_config import PENDING_EXPERIMENTS, cases, check_config, dataset_names, dataset_slug, uses_tuning
+from harness_config import FAMILIES, cases, check_config, dataset_names, dataset_slug, pending_families, uses_tuning
 
 check_config(config, workflow.config_settings.configfiles)  # also resolves results and data.mirror "auto"
 
 RESULTS = config["results"]
 DATASETS = dataset_names(config)  # slug -> registry name or generator spec
 BENCH_EXPERIMENTS = tuple(config["experiments"])
-ALL_EXPERIMENTS = BENCH_EXPERIMENTS + PENDING_EXPERIMENTS
+ALL_EXPERIMENTS = BENCH_EXPERIMENTS + FAMILIES
+# A family's rules file (workflows/rules/families/<name>.smk) adds name -> function returning its
+# target files; the Snakefile includes every family file before targets.smk makes the targets.
+FAMILY_TARGETS = {}
+FAMILY_RULES = sorted((Path(workflow.basedir) / "workflows" / "rules" / "families").glob("*.smk"))
+PENDING_EXPERIMENTS = pending_families(config, {path.stem for path in FAMILY_RULES})
 
 
 def record_paths(experiment):
@@ -28,11 +33,8 @@ def experiment_targets(experiment):
     tables = [f"{RESULTS}/{experiment}/speedup.{ext}" for ext in ("csv", "md", "tex")]
     if experiment in PENDING_EXPERIMENTS:
         return tables
+    if experiment in FAMILY_TARGETS:
+        return FAMILY_TARGETS[experiment]()
     return tables + [f"{RESULTS}/{experiment}/figures/speedup_bars.png",
                      f"{RESULTS}/{experiment}/figures/roofline.png"]
 
-
-for _experiment in ALL_EXPERIMENTS:
-    rule:
-        name: _experiment
-        input: experiment_targets(_experiment)
