@@ -15,9 +15,10 @@ Capabilities (override what applies; the defaults suit a format that needs none)
 ``name``, ``fields``
     The format-string head and the fields after it: ``"ell:32"`` is ``ELL(width=32)`` with
     ``fields = (Field("width", default=None),)``. A field without a default is required.
-``ops``
-    The ops the format supports: ``None`` (every op written over CSR, the default) or a tuple
-    of op names.
+``input``, ``ops``
+    The kind of input it stores (``"csr"``: one sparse matrix, the default; ``"relational"``:
+    one per relation, ``relational.py``) and the ops it supports: ``None`` (every op over that
+    kind of input, the default) or a tuple of op names.
 ``resolve(A) -> Format``
     This format with every matrix-dependent parameter filled in (``ELL()`` -> ``ELL(width)``).
 ``structure_key() -> tuple``
@@ -101,6 +102,7 @@ class Format:
 
     name = ""
     fields: tuple = ()
+    input = "csr"
     ops: tuple | None = None
     tuning_order = 100
     rewrites = True  # False only for the format the ops are written over (CSR)

@@ -21,7 +21,7 @@ from ..runtime.slot_layout import SlotLayout
 from ..runtime.validate import dtype_name
 from ..schedule.knobs import Knob, boolean, knob, optional_boolean, register_knob, split_knobs
 from ..transform import format_decompose, horizontal_fuse
-from .registry import get_op
+from .registry import check_feat, get_op
 
 DEVICE_DTYPES = {"cpu": ("float16", "bfloat16", "float32", "float64"),
                  "cuda": ("float16", "bfloat16", "float32", "float64")}
@@ -67,14 +67,6 @@ def check_dense_operand(array, name: str, *, ndim: int = 2) -> str:
     if len(array.shape) != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(array.shape)}")
     return dtype_name(array)
-
-
-def check_feat(feat) -> int:
-    if isinstance(feat, bool) or not isinstance(feat, int):
-        raise TypeError(f"feat must be an int, got {type(feat).__name__}")
-    if feat < 1:
-        raise ValueError(f"feat must be >= 1, got {feat}")
-    return feat
 
 
 def resolve_dtype(dtype, values_dtype, device: str) -> str:
@@ -241,8 +233,8 @@ def prepare_op(op: str, A, feat, *, format, target, dtype, index_dtype, knobs: d
     checked with the op's own defaults filled in; returns ``(PreparedMatrix, knobs)``."""
     format, knobs = tuned_format(op, A, feat, format, target, dtype, knobs)
     fmt = parse_format(format)
-    if not fmt.supports(op):
-        formats = ", ".join(cls.name for cls in registered_formats() if cls.supports(op))
+    if not get_op(op).accepts(fmt):
+        formats = ", ".join(cls.name for cls in registered_formats() if get_op(op).accepts(cls))
         raise ValueError(f"{op} does not run in the format {format!r}; it runs in {formats}")
     prepared = prepare_matrix(A, feat, format=fmt, target=target, dtype=dtype, index_dtype=index_dtype,
                               canonical=canonical)

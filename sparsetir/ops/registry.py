@@ -21,6 +21,15 @@ from ..registry import Registry
 from ..schedule.knobs import knob
 
 
+def check_feat(feat, name: str = "feat") -> int:
+    """A positive int feature size (a ``TypeError`` or ``ValueError`` otherwise)."""
+    if isinstance(feat, bool) or not isinstance(feat, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(feat).__name__}")
+    if feat < 1:
+        raise ValueError(f"{name} must be >= 1, got {feat}")
+    return int(feat)
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """Everything the layers above need to know of one op.
@@ -44,6 +53,14 @@ class OpSpec:
         used when the caller gives none.
     default_format : str
         The format a plain call uses, first in the tuner's search space.
+    input : str
+        The kind of sparse input the op takes (``Format.input``): ``"csr"`` or ``"relational"``.
+    feature_sizes : callable
+        ``feature_sizes(*inputs) -> tuple``: the sizes ``compile`` takes after the sparse input,
+        read off the dense inputs (default: the first input's columns).
+    feature_args : callable
+        ``feature_args(feat) -> tuple``: those sizes from the ``feat`` a tuning request or a
+        config gives (default: one positive int), validated.
     """
 
     name: str
@@ -53,6 +70,13 @@ class OpSpec:
     reference: OpReference
     knobs: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     default_format: str = "csr"
+    input: str = "csr"
+    feature_sizes: Callable = lambda first, *rest: (int(first.shape[1]),)
+    feature_args: Callable = lambda feat: (check_feat(feat),)
+
+    def accepts(self, fmt) -> bool:
+        """Whether format ``fmt`` (a class or an instance) stores this op's input and supports it."""
+        return fmt.input == self.input and fmt.supports(self.name)
 
     def tuned_knobs(self, device: str) -> list[str]:
         """The knobs the tuner searches for this op on ``device``."""
@@ -78,7 +102,8 @@ class OpSpec:
         ``run.timings`` holds the kernel's conversion and compile seconds.
         """
         first = inputs[0]
-        kernel = self.compile(A, int(first.shape[1]), format=format, target="llvm", dtype=first.dtype.name, **knobs)
+        kernel = self.compile(A, *self.feature_sizes(*inputs), format=format, target="llvm", dtype=first.dtype.name,
+                              **knobs)
         out = np.empty(kernel.output_shape(), dtype=first.dtype)
 
         def run():

@@ -9,6 +9,8 @@ attribute lookup on the call path costs microseconds when the caches are cold.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .validate import numpy_dtype
@@ -98,7 +100,9 @@ def kernel_argument(array, *, output: bool = False):
         if not array.size:
             return torch.empty(array.shape, dtype=torch.bfloat16), None
         if array.flags.c_contiguous and array.ctypes.data % ALIGNMENT == 0:
-            return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16), None
+            with warnings.catch_warnings():  # a read-only input (a kernel's own structure) is only read
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16), None
         copy = aligned_copy(array)
         return torch.from_numpy(copy.view(np.int16)).view(torch.bfloat16), (copy if output else None)
     if array.size:

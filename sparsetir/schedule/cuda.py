@@ -136,7 +136,13 @@ def _feature_lanes(sch, leaf, lanes: int, forced: dict) -> None:
     chunk_size = extent // lane_count
     if vectorize and chunk_size in VECTOR_CHUNKS:
         apply_or_force(sch, sch.vectorize, chunk, tirx.ForKind.VECTORIZED, forced)
-    if reduce_index is not None:
+    # a register copy of the outputs needs a fixed size: not where another spatial loop of the
+    # block has a data-dependent extent (ell3d's rows per relation); that reduction runs in place
+    fixed = all(constant_extent(sch, leaf, index) is not None for index, kind in enumerate(iter_kinds(sch, leaf))
+                if kind == SPATIAL)
+    if reduce_index is not None and not fixed:
+        sch.decompose_reduction(leaf, sch.get_loops(leaf)[reduce_index + 1])
+    elif reduce_index is not None:
         write_back = sch.cache_write(leaf, 0, "local")
         sch.reverse_compute_at(write_back, lane)
         if chunk_size in VECTOR_CHUNKS:

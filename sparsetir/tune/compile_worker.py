@@ -1,6 +1,6 @@
 """A compile worker process: ``python -m sparsetir.tune.compile_worker <request.npz>``.
 
-It reads the tuning problem (matrix arrays, op, feat, dtype, target) from the npz,
+It reads the tuning problem (input arrays, op, feature sizes, dtype, target) from the npz,
 then one JSON candidate config per stdin line, compiles it into the disk kernel cache,
 and answers one JSON line ``{"compile_s": ..., "error": ...}`` per candidate. Plain
 subprocesses (not multiprocessing) so a caller's script needs no ``__main__`` guard.
@@ -20,7 +20,7 @@ def compile_candidate(problem: dict, matrix, config: dict) -> dict:
     compile_fn = get_op(problem["op"]).compile
     started = time.perf_counter()
     try:
-        compile_fn(matrix, problem["feat"], target=problem["target"], dtype=problem["dtype"], **config)
+        compile_fn(matrix, *problem["feats"], target=problem["target"], dtype=problem["dtype"], **config)
     except Exception as error:  # reported per candidate; the search goes on
         return {"compile_s": time.perf_counter() - started, "error": f"{type(error).__name__}: {error}"}
     return {"compile_s": time.perf_counter() - started, "error": None}

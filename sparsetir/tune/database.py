@@ -37,9 +37,11 @@ def database_path() -> Path:
     return cache_dir() / "tune" / DATABASE_NAME
 
 
-def tuning_key(op: str, fingerprint: dict, feat: int, dtype: str, target: dict) -> dict:
-    """Everything a tuned configuration depends on, with the versions that produced it."""
-    return {"op": op, "fingerprint": fingerprint, "feat": int(feat), "dtype": dtype,
+def tuning_key(op: str, fingerprint: dict, feat, dtype: str, target: dict) -> dict:
+    """Everything a tuned configuration depends on, with the versions that produced it (``feat``: an
+    int, or a list of the op's feature sizes where it has several)."""
+    feat = [int(f) for f in feat] if isinstance(feat, (list, tuple)) else int(feat)
+    return {"op": op, "fingerprint": fingerprint, "feat": feat, "dtype": dtype,
             "target": dict(sorted(target.items())), "versions": {"sparsetir": __version__,
                                                                  "tvm": tvm.__version__}}
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..ops import get_op
 from ..reference import result_mismatch
@@ -124,11 +123,12 @@ class Measurement:
 class Measurer:
     """Compiles (in ``workers`` processes) and times the candidates of one tuning problem."""
 
-    def __init__(self, op: str, matrix: sp.csr_matrix, feat: int, dtype: str, target: dict, *, workers: int,
-                 seed: int = 0):
+    def __init__(self, op: str, matrix, feats, dtype: str, target: dict, *, workers: int, seed: int = 0):
         spec = get_op(op)
+        feats = tuple(feats) if isinstance(feats, (tuple, list)) else spec.feature_args(feats)
         self.matrix = matrix
-        self.case = spec.reference.make_case(matrix, feat, np.random.default_rng(seed))
+        self.case = spec.reference.make_case(matrix, feats[0] if len(feats) == 1 else tuple(feats),
+                                             np.random.default_rng(seed))
         self.kernel = spec.benchmark_kernel  # (A, *inputs, format=..., **knobs) -> run(), as the benchmark
         self.inputs = tuple(np.ascontiguousarray(x.astype(dtype)) for x in self.case.inputs)
 
@@ -137,7 +137,7 @@ class Measurer:
         folder, lock = _request_folder()
         self._cleanup = weakref.finalize(self, _release_request_folder, folder, lock)
         self._request = folder / "request.npz"
-        write_request(self._request, op, matrix, feat, dtype, target)
+        write_request(self._request, op, matrix, feats, dtype, target)
         self._processes: list[subprocess.Popen] = []
 
     def compile(self, configs: list[dict], deadline: float | None = None) -> list[tuple[float | None, str | None]]:

@@ -30,7 +30,7 @@ def format_choices(matrix, op: str, device: str = "cpu") -> list[str]:
     if not np.any(np.diff(np.asarray(matrix.indptr, dtype=np.int64))):
         return choices
     for cls in registered_formats():
-        if cls.supports(op):
+        if spec.accepts(cls):
             choices += [choice for choice in cls.tuning_candidates(matrix, op, device) if choice not in choices]
     return choices
 

@@ -14,15 +14,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-import scipy.sparse as sp
-
-from ..formats import read_sparse_input
+from ..formats.inputs import input_kind
 from ..ops import get_op
-from ..ops.operands import check_feat, resolve_dtype, target_and_device
+from ..ops.operands import resolve_dtype, target_and_device
 from ..runtime.loader import usable_cores
 from ..timing import FINALISTS as FINALISTS_TIMING
 from .database import TuningDatabase, key_hash, tuning_key
-from .fingerprint import fingerprint
 from .measure import Measurement, Measurer
 from .search import Search
 from .space import config_key, search_space
@@ -78,14 +75,17 @@ def tune_sddmm(A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S, **
 
 
 def problem(op: str, A, feat, target, dtype):
-    """The validated matrix (scipy CSR), target dict, device, dtype and database key of a tuning problem."""
-    get_op(op)  # a ValueError naming the registered ops
-    feat = check_feat(feat)
+    """The validated input (in the form its kind gives the tuner: scipy CSR, ``RelationalMatrix``),
+    the feature sizes, target dict, device, dtype and database key of a tuning problem."""
+    spec = get_op(op)  # a ValueError naming the registered ops
+    feats = spec.feature_args(feat)
     target, device = target_and_device(target)
-    matrix = read_sparse_input(A, canonical=True)
+    kind = input_kind(spec.input)
+    matrix = kind.read(A)
     dtype = resolve_dtype(dtype, matrix.values.dtype, device)
-    scipy_matrix = sp.csr_matrix((matrix.values.astype(dtype), matrix.indices, matrix.indptr), shape=matrix.shape)
-    return scipy_matrix, feat, target, device, dtype, tuning_key(op, fingerprint(matrix), feat, dtype, target)
+    key_feat = feats[0] if len(feats) == 1 else list(feats)
+    return kind.cast(matrix, dtype), feats, target, device, dtype, tuning_key(op, kind.fingerprint(matrix), key_feat,
+                                                                                 dtype, target)
 
 
 def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S, trials: int | None = None,
@@ -132,7 +132,7 @@ def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S,
         raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
     if trials is not None and (not isinstance(trials, int) or trials < 1):
         raise ValueError(f"trials must be a positive int or None, got {trials!r}")
-    matrix, feat, target, device, dtype, key = problem(op, A, feat, target, dtype)
+    matrix, feats, target, device, dtype, key = problem(op, A, feat, target, dtype)
     db = database if isinstance(database, TuningDatabase) else TuningDatabase(database)
     if use_database:
         stored = db.lookup(key)
@@ -152,8 +152,8 @@ def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S,
     started = time.perf_counter()
     measured: list[Measurement] = []
     best: Measurement | None = None
-    measurer = Measurer(op, matrix, feat, dtype, target, workers=workers, seed=seed)
-    _say(progress, f"[tune {op}] {matrix.shape[0]:,}x{matrix.shape[1]:,} nnz {matrix.nnz:,} feat {feat}: "
+    measurer = Measurer(op, matrix, feats, dtype, target, workers=workers, seed=seed)
+    _say(progress, f"[tune {op}] {matrix.shape[0]:,}x{matrix.shape[1]:,} nnz {matrix.nnz:,} feat {'x'.join(map(str, feats))}: "
                    f"{space.size():,} candidates ({len(space.formats)} formats), {search.strategy}, "
                    f"budget {budget_s:g} s" + (f" / {trials} trials" if trials else ""))
     try:

@@ -121,3 +121,24 @@ def test_bad_matrix_is_refused_before_tuning(database):
         tune_spmm(broken, 8, budget_s=3, workers=1, progress=False)
     with pytest.raises(ValueError, match="feat"):
         tune_spmm(sp.eye(4, format="csr", dtype=np.float32), 0, budget_s=3, progress=False)
+
+
+@pytest.mark.slow
+def test_tune_rgms_searches_relational_formats_and_dataflows_and_auto_reads_the_database(database):
+    from sparsetir.formats.relational import read_relational_input
+    from sparsetir.ops import compile_rgms, rgms
+    from sparsetir.reference.rgms import rgms_reference
+    from sparsetir.tune import tune
+
+    matrices = [sp.random(80, 80, density=0.05, format="csr", dtype=np.float32, random_state=r) for r in range(3)]
+    result = tune("rgms", matrices, (8, 4), budget_s=30, trials=4, workers=1, progress=False)
+    assert result.key["feat"] == [8, 4] and result.key["fingerprint"]["relations"] == 3
+    assert {m["config"]["format"] for m in result.measurements} >= {"csf"}
+    assert all(m["error"] is None for m in result.measurements), result.measurements
+    matrix = read_relational_input(matrices)
+    rng = np.random.default_rng(0)
+    X, W = rng.standard_normal((80, 8), dtype=np.float32), rng.standard_normal((3, 8, 4), dtype=np.float32)
+    case = rgms_reference(matrix, X, W)
+    assert (np.abs(compile_rgms(matrices, 8, 4, **result.config)(X, W) - case.reference) <= case.tolerance).all()
+    assert (np.abs(rgms(matrices, X, W, format="auto") - case.reference) <= case.tolerance).all()
+    assert len(database.records()) == 1  # format="auto" was a database hit

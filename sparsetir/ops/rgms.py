@@ -1,0 +1,262 @@
+"""RGMS, relational gather-matmul-scatter: ``Y[i] = sum_r sum_j A_r[i, j] X[j] W[r]``, from the IR.
+
+The op the R-GCN layer and sparse convolution share (kernel offsets play the relations). A
+relational format (``formats/relcsr.py``, ``formats/csf.py``) declares the axes of its structure
+and the order they are iterated; this module writes the computation over them, in one of three
+dataflows (the knob ``dataflow``):
+
+``edge``       ``Y[i, k] += A[r, i, j] * X[j, l] * W[r, l, k]``: every edge multiplies its row of X
+               by W_r (2 nnz f_in f_out flops, no intermediate);
+``aggregate``  ``H[i, r, l] += A * X[j, l]``, then ``Y[i, k] += H[i, r, l] * W[r, l, k]``: each
+               (row, relation) sums its neighbours first and multiplies by W_r once;
+``transform``  ``T[r, j, k] = X[j] W_r`` for every node, then ``Y[i, k] += A * T[r, j, k]``
+               (R n f_in f_out flops first, then an SpMM per relation).
+
+``H`` and ``T`` are intermediates the kernel allocates. With no format given, ``csf`` (rows
+outermost, parallel with no atomics) and the dataflow with the fewest flops are chosen.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import hooks
+from ..formats import parse_format, registered_formats
+from ..formats.relational import read_relational_input
+from ..ir import IDENTITY, SparseBuffer, SparseFunction, cast, dense_fixed, sparse_iteration
+from ..reference.rgms import RGMS_REFERENCE, rgms_flops_by_dataflow
+from ..runtime.kernel import Kernel
+from ..runtime.slot_layout import SlotLayout
+from ..schedule.knobs import Knob, register_knob
+from .operands import (
+    HALF_DTYPES,
+    check_dense_operand,
+    check_op_knobs,
+    compiled_function,
+    owned,
+    resolve_dtype,
+    target_and_device,
+)
+from .registry import OpSpec, check_feat, get_op, register_op
+
+DATAFLOWS = ("edge", "aggregate", "transform")
+DEFAULT_FORMAT = "csf"
+
+
+def _dataflow(value):
+    if value is not None and value not in DATAFLOWS:
+        raise ValueError(f"dataflow must be one of {DATAFLOWS} or None, got {value!r}")
+    return value
+
+
+register_knob(Knob("dataflow", ("cpu", "cuda"), None, (None, *DATAFLOWS), _dataflow,
+                   "rgms: per-edge products, aggregate-then-transform or transform-then-aggregate (None: the "
+                   "fewest flops)", scope="op"))
+
+
+def rgms_function(fmt, f_in: int, f_out: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
+                  dataflow: str = "edge", accum_dtype: str | None = None) -> SparseFunction:
+    """The Stage I RGMS in relational format ``fmt`` (see the module docstring for ``dataflow``).
+
+    A format in several parts (a list of axes) gets the iterations of each part in turn: the
+    first initialises Y, the others accumulate onto it (``init=None``)."""
+    structure = fmt.structure(idtype, device)
+    parts = list(structure) if isinstance(structure, (list, tuple)) else [structure]
+    first = parts[0]
+    dense_rows = dense_fixed("I_", first.rows.length, idtype)
+    dense_cols = dense_fixed("J_", first.cols.length, idtype)
+    dense_rels = dense_fixed("R_", first.relations.length, idtype)
+    L, K = dense_fixed("L", f_in, idtype), dense_fixed("K", f_out, idtype)
+    X = SparseBuffer("X", (dense_cols, L), dtype)
+    W = SparseBuffer("W", (dense_rels, L, K), dtype)
+    Y = SparseBuffer("Y", (dense_rows, K), dtype)
+    if dataflow not in DATAFLOWS:
+        raise ValueError(f"dataflow must be one of {DATAFLOWS}, got {dataflow!r}")
+    iterations, values = [], []
+    if dataflow == "transform":
+        T = SparseBuffer("T", (dense_rels, dense_cols, K), dtype)
+
+        @sparse_iteration([dense_rels, dense_cols, K, L], "SSSR", name="transform", accum_dtype=accum_dtype)
+        def transform(r, j, k, l):
+            T[r, j, k] += X[j, l] * W[r, l, k]
+
+        iterations.append(transform)
+    for index, axes in enumerate(parts):
+        A = SparseBuffer(axes.values, axes.loops, dtype)
+        values.append(A)
+        iterations += _part_iterations(axes, A, X, W, Y, T if dataflow == "transform" else None, L, K, dtype, dataflow,
+                                       accum_dtype, IDENTITY if index == 0 else None)
+    return SparseFunction("rgms", iterations, params=[*values, X, W, Y])
+
+
+def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, init) -> list:
+    """The iterations of one part of the structure; ``init=None`` accumulates onto Y as it is."""
+    loops = list(axes.loops)
+    kinds = "".join("S" if axis is axes.rows else "R" for axis in loops)
+
+    def role(coordinates, axis):
+        return coordinates[loops.index(axis)]
+
+    if dataflow == "edge":
+        @sparse_iteration([*loops, K, L], kinds + "SR", name="rgms" + axes.suffix, atomic=axes.atomic,
+                          accum_dtype=accum_dtype, init=init)
+        def edge(*it):
+            i, r, j, k, l = role(it, axes.rows), role(it, axes.relations), role(it, axes.cols), it[-2], it[-1]
+            Y[i, k] += A[it[:3]] * X[j, l] * W[r, l, k]
+
+        return [edge]
+    if dataflow == "aggregate":
+        outer = loops[:2]
+        H = SparseBuffer("H" + axes.suffix, (*outer, L), "float32" if dtype in HALF_DTYPES else dtype)
+
+        @sparse_iteration([*loops, L], "SSRS", name="aggregate" + axes.suffix, accum_dtype=accum_dtype)
+        def gather(*it):
+            j, l = role(it, axes.cols), it[-1]
+            H[(*it[:2], l)] += cast(A[it[:3]] * X[j, l], H.dtype)
+
+        @sparse_iteration([*outer, K, L], "".join("S" if a is axes.rows else "R" for a in outer) + "SR",
+                          name="transform" + axes.suffix, atomic=axes.atomic, accum_dtype=accum_dtype, init=init)
+        def multiply(*it):
+            i, r, k, l = role(it, axes.rows), role(it, axes.relations), it[-2], it[-1]
+            Y[i, k] += cast(H[(*it[:2], l)], dtype) * W[r, l, k]
+
+        return [gather, multiply]
+
+    @sparse_iteration([*loops, K], kinds + "S", name="aggregate" + axes.suffix, atomic=axes.atomic,
+                      accum_dtype=accum_dtype, init=init)
+    def aggregate(*it):
+        i, r, j, k = role(it, axes.rows), role(it, axes.relations), role(it, axes.cols), it[-1]
+        Y[i, k] += A[it[:3]] * T[r, j, k]
+
+    return [aggregate]
+
+
+def rgms_feature_args(feat) -> tuple[int, int]:
+    """``(f_in, f_out)`` from one size (both) or a pair."""
+    if isinstance(feat, (list, tuple)):
+        if len(feat) != 2:
+            raise ValueError(f"rgms feat is f or (f_in, f_out), got {feat!r}")
+        return check_feat(feat[0], "f_in"), check_feat(feat[1], "f_out")
+    size = check_feat(feat)
+    return size, size
+
+
+def choose_dataflow(matrix, f_in: int, f_out: int) -> str:
+    """The dataflow with the fewest flops on a relational input (``aggregate`` multiplies once per
+    non-empty (row, relation) pair)."""
+    pairs = int(np.count_nonzero(np.diff(np.asarray(matrix.indptr, dtype=np.int64))))
+    sizes = {"nrel": matrix.num_relations, "n": matrix.shape[1], "nnz": matrix.nnz, "pairs": pairs}
+    flops = rgms_flops_by_dataflow(sizes, f_in, f_out)
+    return min(DATAFLOWS, key=lambda name: (flops[name], DATAFLOWS.index(name)))
+
+
+def compile_rgms(adj, f_in: int, f_out: int, *, format=None, target="llvm", dtype=None, index_dtype=None,
+                 **knobs) -> Kernel:
+    """Compile RGMS for a relational structure.
+
+    Parameters
+    ----------
+    adj : RelationalGraph or list of sparse matrices
+        ``sparsetir.data.load_relational(name)``, or R scipy/torch sparse matrices of one shape
+        (``A_r[i, j] != 0`` iff an edge ``j -> i`` of relation ``r``).
+    f_in, f_out : int
+        Columns of X and of Y (W is ``(R, f_in, f_out)``).
+    format : str, optional
+        A relational format (``"csf"``, ``"relcsr"``), ``None`` (csf) or ``"auto"`` (the tuning
+        database; tunes on a miss).
+    target, dtype, index_dtype
+        As for ``compile_spmm``.
+    **knobs
+        ``dataflow`` ("edge", "aggregate", "transform"; default: the fewest flops), ``accum_dtype``
+        and the schedule template's knobs.
+
+    Returns
+    -------
+    Kernel
+        Called as ``kernel(X, W, out=None, values=None)``; ``values`` follow adj's stored entries
+        (relation by relation, each in canonical CSR order).
+    """
+    f_in, f_out = check_feat(f_in, "f_in"), check_feat(f_out, "f_out")
+    started = time.perf_counter()
+    matrix = read_relational_input(adj)
+    if isinstance(format, str) and format.strip().lower() == "auto":
+        config = hooks.format_resolver()("rgms", matrix, (f_in, f_out), target=target, dtype=dtype)
+        format, knobs = config["format"], {**{k: v for k, v in config.items() if k != "format"}, **knobs}
+    fmt = parse_format(DEFAULT_FORMAT if format is None else format)
+    spec = get_op("rgms")
+    if not spec.accepts(fmt):
+        formats = ", ".join(cls.name for cls in registered_formats() if spec.accepts(cls))
+        raise ValueError(f"rgms runs in a relational format ({formats}), not {format!r}")
+    fmt = fmt.resolve(matrix)
+    target, device = target_and_device(target)
+    dtype = resolve_dtype(dtype, matrix.values.dtype, device)
+    arrays, sizes, placement = fmt.build(matrix.with_values(dtype), index_dtype)
+    idtype = fmt.index_dtype(matrix, index_dtype)
+    layout = placement if isinstance(placement, SlotLayout) else None
+    knobs = dict(knobs)
+    if dtype in HALF_DTYPES and knobs.get("accum_dtype") is None:
+        knobs["accum_dtype"] = "float32"
+    if knobs.get("dataflow") is None:
+        knobs["dataflow"] = choose_dataflow(matrix, f_in, f_out)
+    knobs = check_op_knobs(knobs, fmt, device)
+    convert_s = time.perf_counter() - started
+    started = time.perf_counter()
+    function = compiled_function(
+        "rgms", lambda: rgms_function(fmt, f_in, f_out, dtype, idtype, device, knobs["dataflow"],
+                                      knobs.get("accum_dtype")),
+        fmt, (f_in, f_out), dtype, idtype, target, {k: v for k, v in knobs.items() if v is not None}, sizes)
+    compile_s = time.perf_counter() - started
+    kernel_spec = {"op": "rgms", "format": repr(fmt), "feat": [f_in, f_out], "dtype": dtype, "index_dtype": idtype,
+                   "inputs": ["X", "W"], "outputs": ["Y"], "values": list(layout.values) if layout else ["A"],
+                   "dataflow": knobs["dataflow"]}
+    kernel = Kernel(function, kernel_spec, owned(arrays, matrix), sizes, layout, None if layout else placement)
+    kernel.timings = {"convert_s": convert_s, "compile_s": compile_s}
+    kernel.matrix = matrix
+    return kernel
+
+
+def rgms(adj, X, W, *, format=None, target="llvm", out=None, **knobs):
+    """``Y = sum_r A_r @ X @ W[r]`` for a relational ``adj`` (see :func:`compile_rgms`).
+
+    Parameters
+    ----------
+    adj : RelationalGraph or list of sparse matrices
+        R relations of one ``m x n`` shape; the values are used as given (never normalised).
+    X : numpy array or torch tensor
+        ``(n, f_in)``.
+    W : numpy array or torch tensor
+        ``(R, f_in, f_out)``, of X's type and dtype.
+    format, target, out, **knobs
+        As for :func:`compile_rgms`; ``out`` is written in place and returned.
+
+    Returns
+    -------
+    numpy array or torch tensor
+        ``(m, f_out)`` with X's type and dtype.
+    """
+    dtype = check_dense_operand(X, "X")
+    check_dense_operand(W, "W", ndim=3)
+    if type(X) is not type(W) or str(W.dtype) != str(X.dtype):
+        raise TypeError(f"X and W must be of one type and dtype, got {type(X).__name__} {X.dtype} and "
+                        f"{type(W).__name__} {W.dtype}")
+    matrix = read_relational_input(adj)
+    m, n = matrix.shape
+    if X.shape[0] != n:
+        raise ValueError(f"the relations are {m}x{n}, so X needs {n} rows, got {X.shape[0]}")
+    if W.shape[0] != matrix.num_relations or W.shape[1] != X.shape[1]:
+        raise ValueError(f"W must be ({matrix.num_relations}, {X.shape[1]}, f_out) for {matrix.num_relations} "
+                         f"relations and X's {X.shape[1]} columns, got {tuple(W.shape)}")
+    kernel = compile_rgms(matrix, int(X.shape[1]), int(W.shape[2]), format=format, target=target, dtype=dtype,
+                          **knobs)
+    return kernel(X, W, out=out)
+
+
+RGMS = register_op(OpSpec("rgms", function=rgms_function, compile=compile_rgms, call=rgms, reference=RGMS_REFERENCE,
+                          knobs={"cpu": {"dataflow": ...}, "cuda": {"dataflow": ...}},
+                          default_format=DEFAULT_FORMAT, input="relational",
+                          feature_sizes=lambda X, W: (int(X.shape[1]), int(W.shape[2])),
+                          feature_args=rgms_feature_args))
+
+__all__ = ["compile_rgms", "rgms", "rgms_function"]
