@@ -16,7 +16,7 @@ ifneq ($(wildcard $(SHARED_DATA)),)
 export SPARSETIR_DATA_MIRROR ?= $(SHARED_DATA)
 endif
 
-.PHONY: test test-fast lint venv bench reproduce report unlock clean
+.PHONY: test test-fast lint venv bench reproduce smoke compare report unlock clean
 
 BENCH_FEATS ?= 32 64 128 256
 BENCH_TUNE_S ?= 30
@@ -47,23 +47,29 @@ lint: $(STAMP)
 bench: $(STAMP)
 	mkdir -p results
 	$(PY) -m sparsetir.bench.quick spmm --dataset all-benchmark $(foreach f,$(BENCH_FEATS),--feat $(f)) \
-		--exclude torch-dense --tune $(BENCH_TUNE_S) --locality-bound --json results/quick-spmm.json
+		--tune $(BENCH_TUNE_S) --locality-bound --json results/quick-spmm.json
 
 # The default workflow (workflows/config/default.yaml) on CPU. A run that was killed resumes:
-# finished cases are kept, unfinished ones are redone (--rerun-incomplete after --unlock).
+# finished cases are kept, unfinished ones are redone (--rerun-incomplete after --unlock). It ends
+# with results/report.{md,html} and a one-screen summary (geomeans, what did not run, time per stage).
 reproduce: $(STAMP)
 	$(SNAKEMAKE) --unlock --cores 1 >/dev/null
-	$(SNAKEMAKE) --cores $(CORES) --rerun-incomplete --keep-going
-	$(SNAKEMAKE) --cores 1 --report results/report.html
-	@echo
-	@echo "Tables:  results/spmm/speedup.{csv,md,tex}  results/sddmm/speedup.{csv,md,tex}"
-	@echo "Figures: results/spmm/figures/*.png  results/sddmm/figures/*.png"
-	@echo "Report:  results/report.html    Records: results/<experiment>/records/"
-	@echo "Pending experiments (not implemented yet): results/{attention,conv,rgcn,sage}/speedup.md"
+	$(SNAKEMAKE) --cores $(CORES) --rerun-incomplete --keep-going; status=$$?; \
+		$(PY) -m sparsetir.bench.report.endrun results; exit $$status
 
-# Rebuild only the HTML report from existing results.
+# The smoke config (tiny inputs, about 3 minutes): results/smoke/, with its report and summary.
+smoke: $(STAMP)
+	$(SNAKEMAKE) --unlock --cores 1 --configfile workflows/config/smoke.yaml >/dev/null
+	$(SNAKEMAKE) --cores $(CORES) --configfile workflows/config/smoke.yaml --rerun-incomplete --keep-going; \
+		status=$$?; $(PY) -m sparsetir.bench.report.endrun results/smoke; exit $$status
+
+# A fresh run (results/) beside the committed reference run, case by case.
+compare: $(STAMP)
+	$(PY) -m sparsetir.bench.report.compare results/reference/cpu/workflow results -o results/compare.md
+
+# Rebuild only the report (report.md, report.html) from existing results.
 report: $(STAMP)
-	$(SNAKEMAKE) --cores 1 --report results/report.html
+	$(SNAKEMAKE) --cores 1 results/report.md
 
 # Release the lock a killed snakemake run leaves behind (reproduce does this itself).
 unlock: $(STAMP)

@@ -76,13 +76,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rows", action="append", type=int,
                         help="rows per fresh sub-matrix (repeatable; default 1024 8192)")
     parser.add_argument("--exclude", action="append", default=[], metavar="CONTENDER",
-                        help="skip a contender, e.g. torch-dense (repeatable)")
+                        help="skip a contender, e.g. scipy (repeatable)")
+    parser.add_argument("--dense", action="store_true",
+                        help="also time torch's dense matmul on the densified matrix (torch-dense: hundreds of ms "
+                             "per call on large graphs, so off by default)")
     parser.add_argument("--no-flush", action="store_true", help="do not flush the cache between calls")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write records (stats, environment, setup times) to this file")
     args = parser.parse_args(argv)
     args.feat = args.feat or [32, 64, 128, 256]
     return args
+
+
+DENSE_CONTENDER = "torch-dense"
 
 
 def sparsetir_contenders(formats: list[str] | None) -> dict[str, str]:
@@ -151,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             contenders = sparsetir_contenders(args.formats)
             if args.tune:
                 contenders[f"{SPARSETIR}-tuned"] = tuned_contender(tune, args.op, A, feat, args.tune, args.seed)
-            rows = contender_rows(args.op, A, case, contenders, exclude=set(args.exclude),
+            excluded = set(args.exclude) | (set() if args.dense else {DENSE_CONTENDER})
+            rows = contender_rows(args.op, A, case, contenders, exclude=excluded,
                                   kernel_factory=kernel_factory)
             if args.locality_bound:
                 rows.append(locality_bound_row(args.op, A, case, {"format": "csr"}, kernel_factory))

@@ -28,7 +28,7 @@ def restore_environment():
 
 
 @pytest.mark.parametrize("op,libraries", [
-    ("spmm", ["scipy", "torch-csr-i64", "torch-csr-i32", "torch-reduce-sum", "torch-dense"]),
+    ("spmm", ["scipy", "torch-csr-i64", "torch-csr-i32", "torch-reduce-sum"]),
     ("sddmm", ["scipy", "torch-sampled-addmm"]),
 ])
 def test_quick_runs_end_to_end_on_a_synthetic_matrix(op, libraries, tmp_path, capsys):
@@ -78,17 +78,19 @@ def test_synthetic_spec_is_validated():
         load_matrix("synthetic:50by40", seed=0)
 
 
-def test_excluded_contenders_are_not_run(capsys):
-    assert quick.main(["spmm", "--dataset", SMALL, "--feat", "4", *FAST, "--exclude", "torch-dense"]) == 0
-    printed = capsys.readouterr().out
-    assert "torch-dense" not in printed.split("feat 4")[1].split("geomean")[0]
+def test_excluded_contenders_are_not_run_and_dense_torch_only_on_request(capsys):
+    assert quick.main(["spmm", "--dataset", SMALL, "--feat", "4", *FAST, "--exclude", "scipy"]) == 0
+    table = capsys.readouterr().out.split("feat 4")[1].split("geomean")[0]
+    assert "scipy" not in table and "torch-dense" not in table and "torch-csr-i32" in table
+    assert quick.main(["spmm", "--dataset", SMALL, "--feat", "4", *FAST, "--dense"]) == 0
+    assert "torch-dense" in capsys.readouterr().out.split("feat 4")[1].split("geomean")[0]
 
 
 @pytest.mark.slow
 def test_tune_adds_a_tuned_contender_with_its_tuning_time(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SPARSETIR_TUNE_DATABASE", str(tmp_path / "db.jsonl"))
     out_json = tmp_path / "records.json"
-    assert quick.main(["spmm", "--dataset", SMALL, "--feat", "8", *FAST, "--tune", "2", "--exclude", "torch-dense",
+    assert quick.main(["spmm", "--dataset", SMALL, "--feat", "8", *FAST, "--tune", "2",
                        "--json", str(out_json)]) == 0
     assert "sparsetir-tuned" in capsys.readouterr().out
     tuned = next(r for r in json.loads(out_json.read_text())["records"] if r["contender"] == "sparsetir-tuned")
@@ -99,7 +101,7 @@ def test_tune_adds_a_tuned_contender_with_its_tuning_time(tmp_path, monkeypatch,
 @pytest.mark.parametrize("op", ["spmm", "sddmm"])
 def test_locality_bound_is_timed_and_checked_against_its_own_matrix(op, tmp_path, capsys):
     out_json = tmp_path / "records.json"
-    assert quick.main([op, "--dataset", SMALL, "--feat", "8", *FAST, "--locality-bound", "--exclude", "torch-dense",
+    assert quick.main([op, "--dataset", SMALL, "--feat", "8", *FAST, "--locality-bound",
                        "--json", str(out_json)]) == 0
     assert quick.LOCALITY_BOUND in capsys.readouterr().out
     bound = next(r for r in json.loads(out_json.read_text())["records"] if r["contender"] == quick.LOCALITY_BOUND)

@@ -69,7 +69,7 @@ def test_sddmm_is_normalised_to_sampled_addmm_with_dgl_as_a_column():
     table = wide_table(frame, "speedup_vs_reference")
     assert list(table.columns) == ["device", "dataset", "feat", "sparsetir-csr", "torch-sampled-addmm", "dgl-gsddmm",
                                    "scipy", "note"]
-    assert table.iloc[0]["sparsetir-csr"] == "4.00 (4.00)"
+    assert table.iloc[0]["sparsetir-csr"] == "4.00× (4.00–4.00)"
 
 
 def test_merged_gpu_records_are_normalised_to_cusparse():
@@ -103,7 +103,7 @@ def test_geomean_row_and_geomean():
     records = [_timed("sparsetir-csr", 1e-3, feat=f) for f in (32, 64)] + [
         _timed("scipy", 2e-3, feat=32), _timed("scipy", 8e-3, feat=64)]
     table = wide_table(speedup_frame(records, SPMM, "spmm"), "speedup_vs_reference")
-    assert table.iloc[-1]["dataset"] == "geomean" and table.iloc[-1]["sparsetir-csr"] == "4.00 (4.00)"
+    assert table.iloc[-1]["dataset"] == "geomean" and table.iloc[-1]["sparsetir-csr"] == "4.00× (4.00–4.00)"
 
 
 def test_a_later_record_replaces_an_earlier_one_for_the_same_case():

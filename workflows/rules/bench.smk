@@ -12,6 +12,8 @@ rule tune_case:
         f"{RESULTS}/{{experiment}}/tuned/{{dataset}}/feat{{feat}}.json",
     log:
         f"{RESULTS}/logs/tune_case/{{experiment}}/{{dataset}}/feat{{feat}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/tune_case/{{experiment}}/{{dataset}}/feat{{feat}}.tsv"
     wildcard_constraints:
         experiment="|".join(BENCH_EXPERIMENTS),
         feat=r"\d+",
@@ -37,6 +39,8 @@ rule run_case:
         f"{RESULTS}/{{experiment}}/records/{{dataset}}/feat{{feat}}.json",
     log:
         f"{RESULTS}/logs/run_case/{{experiment}}/{{dataset}}/feat{{feat}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/run_case/{{experiment}}/{{dataset}}/feat{{feat}}.tsv"
     wildcard_constraints:
         experiment="|".join(BENCH_EXPERIMENTS),
         feat=r"\d+",

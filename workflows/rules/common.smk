@@ -4,10 +4,12 @@ import sys
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflows" / "scripts"))
 from harness_config import FAMILIES, cases, check_config, dataset_names, dataset_slug, pending_families, uses_tuning
+from sparsetir.bench.report.document import config_hash
 
 check_config(config, workflow.config_settings.configfiles)  # also resolves results and data.mirror "auto"
 
 RESULTS = config["results"]
+CONFIG_HASH = config_hash(config)
 DATASETS = dataset_names(config)  # slug -> registry name or generator spec
 BENCH_EXPERIMENTS = tuple(config["experiments"])
 ALL_EXPERIMENTS = BENCH_EXPERIMENTS + FAMILIES
@@ -29,12 +31,13 @@ def merged_record_paths(wildcards=None):
 
 
 def experiment_targets(experiment):
-    """What the target named after ``experiment`` builds."""
+    """What the target named after ``experiment`` builds (its summary.json included)."""
     tables = [f"{RESULTS}/{experiment}/speedup.{ext}" for ext in ("csv", "md", "tex")]
+    summary = [f"{RESULTS}/{experiment}/summary.json"]
     if experiment in PENDING_EXPERIMENTS:
-        return tables
+        return tables + summary
     if experiment in FAMILY_TARGETS:
-        return FAMILY_TARGETS[experiment]()
-    return tables + [f"{RESULTS}/{experiment}/figures/speedup_bars.png",
-                     f"{RESULTS}/{experiment}/figures/roofline.png"]
+        return FAMILY_TARGETS[experiment]() + summary
+    return tables + summary + [f"{RESULTS}/{experiment}/figures/speedup_bars.png",
+                               f"{RESULTS}/{experiment}/figures/roofline.png"]
 

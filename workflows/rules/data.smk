@@ -7,6 +7,8 @@ rule prepare_dataset:
         f"{RESULTS}/datasets/{{dataset}}.json",
     log:
         f"{RESULTS}/logs/prepare_dataset/{{dataset}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/prepare_dataset/{{dataset}}.tsv"
     params:
         name=lambda wildcards: DATASETS[wildcards.dataset],
         data=config["data"],

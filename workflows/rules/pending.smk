@@ -9,6 +9,7 @@ if PENDING_EXPERIMENTS:
           csv=f"{RESULTS}/{{pending}}/speedup.csv",
           md=f"{RESULTS}/{{pending}}/speedup.md",
           tex=f"{RESULTS}/{{pending}}/speedup.tex",
+          summary=f"{RESULTS}/{{pending}}/summary.json",
       log:
           f"{RESULTS}/logs/pending_experiment/{{pending}}.log",
       wildcard_constraints:

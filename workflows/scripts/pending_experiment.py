@@ -31,9 +31,19 @@ def write_pending_tables(experiment: str, csv: Path, md: Path, tex: Path) -> Non
     )
 
 
+def write_pending_summary(experiment: str, path: Path) -> None:
+    """The experiment's summary.json: no numbers, one pending row saying why."""
+    from sparsetir.bench.report.summary import make_summary, pending_row, write_summary
+
+    write_summary(path, make_summary(experiment, DESCRIPTIONS[experiment], headline=[], cases=[],
+                                     pending=[pending_row("every case", "*", "pending", STATUS)],
+                                     tables=["speedup.md"], figures=[], caption={}))
+
+
 if "snakemake" in globals():
     from step_log import output_to_log
 
     with output_to_log(snakemake.log[0]):
         write_pending_tables(snakemake.wildcards.pending, snakemake.output.csv, snakemake.output.md,
                              snakemake.output.tex)
+        write_pending_summary(snakemake.wildcards.pending, snakemake.output.summary)

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sparsetir.bench.report.intervals import NAN, Interval, geomean_interval, ratio_interval, verdict_counts
+
 BEST_CPU = "best-cpu-library"
 CASE = ["device", "dataset", "feat"]
 _STAT_COLUMNS = {"median": "median_s", "mean": "mean_s", "p20": "p20_s", "p80": "p80_s", "n": "samples"}
@@ -42,6 +44,7 @@ def records_frame(records: Iterable[dict]) -> pd.DataFrame:
                                                 "variant", "status", "reason", "nnz", "min_bytes", "flops",
                                                 "copy_bytes_per_s")}
         row.update({column: stats.get(key) for key, column in _STAT_COLUMNS.items()})
+        row["samples_s"] = list(stats.get("samples") or [])
         row.update({key: (record.get("times") or {}).get(key) for key in _TIME_COLUMNS})
         rows.append(row)
     frame = pd.DataFrame(rows, columns=list(rows[0]) if rows else None)
@@ -95,6 +98,15 @@ def speedup_frame(records: Iterable[dict], settings: dict, experiment: str | Non
     frame["speedup_vs_reference_mean"] = reference_mean / frame["mean_s"]
     frame["speedup_vs_best_cpu"] = frame["best_median"] / frame["median_s"]
     frame["speedup_vs_best_cpu_mean"] = frame["best_mean"] / frame["mean_s"]
+    samples = {(*key, contender): row_samples for *key, contender, row_samples
+               in ok[CASE + ["contender", "samples_s"]].itertuples(index=False)}
+    for column, against in (("speedup_vs_reference", frame["reference"]), ("speedup_vs_best_cpu", frame["best"])):
+        intervals = [ratio_interval(samples.get((d, ds, f, ref)), row_samples) if status == "ok" and ref else NAN
+                     for d, ds, f, ref, row_samples, status in zip(frame["device"], frame["dataset"], frame["feat"],
+                                                                  against, frame["samples_s"], frame["status"])]
+        frame[f"{column}_low"] = [i.low for i in intervals]
+        frame[f"{column}_high"] = [i.high for i in intervals]
+        frame[f"{column}_verdict"] = [i.verdict for i in intervals]
     frame["gbytes_per_s"] = frame["min_bytes"] / frame["median_s"] / 1e9
     frame["dram_fraction"] = frame["min_bytes"] / frame["median_s"] / frame["copy_bytes_per_s"]
     frame = frame.rename(columns={"best": "best_cpu_library"}).drop(columns=["best_median", "best_mean"])
@@ -107,16 +119,45 @@ def geomean(values: pd.Series) -> float:
     return float(np.exp(np.log(values).mean())) if len(values) else math.nan
 
 
-def _cell(median: float, mean: float, status: str = "ok") -> str:
+def _cell(interval: Interval, status: str = "ok") -> str:
     if status != "ok":
         return status  # unavailable / failed / wrong: the reason is in the "Did not run" table
-    if not np.isfinite(median):
+    if not np.isfinite(interval.value):
         return "n/a"  # timed, but its case has no reference
-    return f"{median:.2f} ({mean:.2f})" if np.isfinite(mean) else f"{median:.2f}"
+    return interval.text() + (" tie" if interval.verdict == "tie" else "")
+
+
+def row_interval(row, column: str) -> Interval:
+    return Interval(row[column], row[f"{column}_low"], row[f"{column}_high"])
+
+
+def contender_geomean(frame: pd.DataFrame, column: str, contender: str) -> Interval:
+    """The geometric mean of ``column`` over the cases ``contender`` ran, with its bootstrap interval."""
+    against = "reference" if column == "speedup_vs_reference" else "best_cpu_library"
+    samples = {(*key, name): row_samples for *key, name, row_samples
+               in frame[frame["status"] == "ok"][CASE + ["contender", "samples_s"]].itertuples(index=False)}
+    mine = frame[(frame["contender"] == contender) & (frame["status"] == "ok") & np.isfinite(frame[column])]
+    pairs = [(samples.get((d, ds, f, ref)), row_samples) for d, ds, f, ref, row_samples
+             in mine[CASE + [against, "samples_s"]].itertuples(index=False)]
+    return geomean_interval(pairs)
+
+
+def headline_table(frame: pd.DataFrame, column: str, prefix: str = "sparsetir") -> pd.DataFrame:
+    """Per contender whose name starts with ``prefix``: geomean with interval, wins/ties/losses, cases."""
+    rows = []
+    for contender in dict.fromkeys(frame["contender"]):
+        if not str(contender).startswith(prefix):
+            continue
+        mine = frame[(frame["contender"] == contender) & (frame["status"] == "ok") & np.isfinite(frame[column])]
+        counts = verdict_counts([row_interval(row, column) for _, row in mine.iterrows()])
+        rows.append({"contender": contender, "geomean": contender_geomean(frame, column, contender).text(),
+                     "wins": counts["win"], "ties": counts["tie"], "losses": counts["loss"], "cases": len(mine)})
+    return pd.DataFrame(rows, columns=["contender", "geomean", "wins", "ties", "losses", "cases"])
 
 
 def wide_table(frame: pd.DataFrame, column: str, dataset_order: Sequence[str] = ()) -> pd.DataFrame:
-    """Cases x contenders, each cell ``median (mean)`` of ``column``, plus a geomean row and notes."""
+    """Cases x contenders, each cell the speedup in ``column`` with its interval (``tie`` where it
+    straddles 1), plus a geomean row and notes."""
     contenders = [c for c in dict.fromkeys(frame["contender"]) if c != "*"]
     order = {name: i for i, name in enumerate(dict.fromkeys(list(dataset_order) + list(frame["dataset"])))}
     cases = frame[CASE].drop_duplicates().sort_values(CASE, key=lambda s: s.map(order) if s.name == "dataset" else s)
@@ -128,7 +169,7 @@ def wide_table(frame: pd.DataFrame, column: str, dataset_order: Sequence[str] = 
         for contender in contenders:
             if contender in by_contender.index:
                 row = by_contender.loc[contender]
-                entry[contender] = _cell(row[column], row[f"{column}_mean"], row["status"])
+                entry[contender] = _cell(row_interval(row, column), row["status"])
             elif "*" in by_contender.index:
                 entry[contender] = by_contender.loc["*", "status"]
             else:
@@ -139,8 +180,7 @@ def wide_table(frame: pd.DataFrame, column: str, dataset_order: Sequence[str] = 
     table = _collapse_unavailable_datasets(table)
     geo = {"device": "", "dataset": "geomean", "feat": ""}
     for contender in contenders:
-        mine = frame[frame["contender"] == contender]
-        geo[contender] = _cell(geomean(mine[column]), geomean(mine[f"{column}_mean"]))
+        geo[contender] = _cell(contender_geomean(frame, column, contender))
     geo["note"] = "over the cases each contender ran"
     table.append(geo)
     return pd.DataFrame(table)
@@ -213,14 +253,17 @@ def markdown_report(frame: pd.DataFrame, settings: dict, experiment: str, datase
     """The Markdown tables of one experiment."""
     copy = frame["copy_bytes_per_s"].dropna()
     lines = [
-        f"# {experiment}: speedup (median; mean in parentheses)",
+        f"# {experiment}: speedup over the reference",
         "",
-        f"Reference ({_reference_sentence(frame, settings)}). Values > 1 are faster than the reference.",
+        f"Reference ({_reference_sentence(frame, settings)}). Each cell is the ratio of median times (> 1: faster "
+        "than the reference) with its 90% bootstrap interval over the interleaved rounds; \"tie\" marks an interval "
+        "that straddles 1.",
     ]
     if len(copy):
         lines.append(f"Copy bandwidth measured in the same runs: {copy.median() / 1e9:.1f} GB/s (median over cases).")
     for note in missing_reference_notes(frame, settings):
         lines += ["", note]
+    lines += ["", "## Headline", "", _markdown(headline_table(frame, "speedup_vs_reference"))]
     lines += ["", "## Speedup over the reference", "", _markdown(wide_table(frame, "speedup_vs_reference", dataset_order))]
     if (frame["device"] == "cpu").any() and settings["reference"].get("cpu") != BEST_CPU:
         cpu = frame[frame["device"] == "cpu"]
@@ -248,10 +291,29 @@ def write_tables(records: list[dict], settings: dict, experiment: str, csv: Path
     from sparsetir.bench.records import write_text_atomic
 
     frame = speedup_frame(records, settings, experiment)
-    write_text_atomic(csv, frame.to_csv(index=False))
+    write_text_atomic(csv, frame.drop(columns=["samples_s"]).to_csv(index=False))
     write_text_atomic(md, markdown_report(frame, settings, experiment, dataset_order))
     write_text_atomic(tex, latex_table(frame, dataset_order))
     return frame
+
+
+TITLES = {"spmm": "SpMM (Y = A X)", "sddmm": "SDDMM (A ⊙ (X Yᵀ))"}
+FIGURES = ("figures/speedup_bars.png", "figures/roofline.png")
+
+
+def write_summary(records: list[dict], settings: dict, experiment: str, path: Path) -> dict:
+    """``summary.json`` of a benchmark experiment (``sparsetir.bench.report.summary``): each device's
+    sparsetir contenders against that device's configured reference (the best CPU library)."""
+    from sparsetir.bench.report.summary import summary_from_records
+    from sparsetir.bench.report.summary import write_summary as write
+
+    reference = {device: ("best" if name == BEST_CPU else name) for device, name in settings["reference"].items()}
+    mine = [r for r in records if r.get("experiment") == experiment]
+    summary = summary_from_records(mine, experiment, TITLES.get(experiment, experiment), reference=reference,
+                                   libraries=list(settings["cpu_libraries"]), tables=["speedup.md", "speedup.csv"],
+                                   figures=list(FIGURES))
+    write(path, summary)
+    return summary
 
 
 if "snakemake" in globals():
@@ -260,6 +322,7 @@ if "snakemake" in globals():
     with output_to_log(snakemake.log[0]):
         from sparsetir.bench.records import read_records
 
-        write_tables(read_records(list(snakemake.input.records) + list(snakemake.input.merged)),
-                     snakemake.params.settings, snakemake.wildcards.experiment, snakemake.output.csv,
+        records = read_records(list(snakemake.input.records) + list(snakemake.input.merged))
+        write_tables(records, snakemake.params.settings, snakemake.wildcards.experiment, snakemake.output.csv,
                      snakemake.output.md, snakemake.output.tex, snakemake.params.datasets)
+        write_summary(records, snakemake.params.settings, snakemake.wildcards.experiment, snakemake.output.summary)

@@ -1,0 +1,121 @@
+"""Speedups with their spread: a bootstrap interval over the interleaved rounds, and a verdict.
+
+The timer measures the contenders of a case round by round (``timing.time_interleaved``), so
+sample ``i`` of every contender comes from the same round, under the same machine state. A
+speedup is the ratio of the medians, ``median(reference) / median(contender)``; its interval
+resamples the rounds (pairs kept together) ``BOOTSTRAP`` times and takes the 5th and 95th
+percentiles of the ratio (a 90% interval). Samples of unequal counts (records from different
+runs) are resampled independently. A geometric mean over cases resamples every case at once.
+
+A speedup whose interval lies above 1 is a **win**, below 1 a **loss**, and one that straddles
+1 a **tie**: on this machine the p80/p20 spread of one case's timings is often 1.5x or more,
+so a 1.2x median ratio alone says little.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+BOOTSTRAP = 1000
+LEVEL = 0.90  # the interval's coverage
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A ratio (the medians') and its bootstrap interval; all NaN when it cannot be computed."""
+
+    value: float
+    low: float
+    high: float
+
+    @property
+    def verdict(self) -> str:
+        """``win`` (interval above 1), ``loss`` (below 1), ``tie`` (straddles 1) or ``n/a``."""
+        if not all(math.isfinite(x) for x in (self.value, self.low, self.high)):
+            return "n/a"
+        if self.low > 1.0:
+            return "win"
+        if self.high < 1.0:
+            return "loss"
+        return "tie"
+
+    def text(self, digits: int = 2) -> str:
+        """``1.56× (1.41–1.70)``; ``n/a`` when there is no value."""
+        if not math.isfinite(self.value):
+            return "n/a"
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return f"{self.value:.{digits}f}×"
+        return f"{self.value:.{digits}f}× ({self.low:.{digits}f}–{self.high:.{digits}f})"
+
+
+NAN = Interval(math.nan, math.nan, math.nan)
+
+
+def _samples(values) -> np.ndarray | None:
+    array = np.asarray(values if values is not None else [], dtype=np.float64).ravel()
+    array = array[np.isfinite(array) & (array > 0)]
+    return array if array.size else None
+
+
+def _resampled_ratios(reference: np.ndarray, contender: np.ndarray, rng: np.random.Generator,
+                      count: int) -> np.ndarray:
+    """``count`` bootstrap replicates of ``median(reference) / median(contender)``."""
+    if reference.size == contender.size:  # interleaved rounds: resample the pairs together
+        index = rng.integers(0, reference.size, size=(count, reference.size))
+        return np.median(reference[index], axis=1) / np.median(contender[index], axis=1)
+    ref_index = rng.integers(0, reference.size, size=(count, reference.size))
+    con_index = rng.integers(0, contender.size, size=(count, contender.size))
+    return np.median(reference[ref_index], axis=1) / np.median(contender[con_index], axis=1)
+
+
+def _bounds(replicates: np.ndarray) -> tuple[float, float]:
+    tail = (1.0 - LEVEL) / 2.0 * 100.0
+    low, high = np.percentile(replicates, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def ratio_interval(reference_samples, contender_samples, *, seed: int = SEED, count: int = BOOTSTRAP) -> Interval:
+    """The speedup of a contender over a reference from their timing samples (seconds)."""
+    reference, contender = _samples(reference_samples), _samples(contender_samples)
+    if reference is None or contender is None:
+        return NAN
+    value = float(np.median(reference) / np.median(contender))
+    if reference.size < 2 or contender.size < 2:
+        return Interval(value, math.nan, math.nan)
+    low, high = _bounds(_resampled_ratios(reference, contender, np.random.default_rng(seed), count))
+    return Interval(value, min(low, value), max(high, value))
+
+
+def geomean_interval(pairs: Sequence[tuple], *, seed: int = SEED, count: int = BOOTSTRAP) -> Interval:
+    """The geometric mean of the speedups of ``(reference_samples, contender_samples)`` pairs, with
+    an interval that resamples every case in each replicate. Pairs without samples are skipped."""
+    rng = np.random.default_rng(seed)
+    logs, replicate_logs = [], []
+    for reference_samples, contender_samples in pairs:
+        reference, contender = _samples(reference_samples), _samples(contender_samples)
+        if reference is None or contender is None:
+            continue
+        logs.append(math.log(np.median(reference) / np.median(contender)))
+        if reference.size >= 2 and contender.size >= 2:
+            replicate_logs.append(np.log(_resampled_ratios(reference, contender, rng, count)))
+        else:
+            replicate_logs.append(np.full(count, logs[-1]))
+    if not logs:
+        return NAN
+    value = math.exp(sum(logs) / len(logs))
+    low, high = _bounds(np.exp(np.mean(replicate_logs, axis=0)))
+    return Interval(value, min(low, value), max(high, value))
+
+
+def verdict_counts(intervals: Sequence[Interval]) -> dict:
+    """``{"win": .., "tie": .., "loss": ..}`` over the intervals that have a verdict."""
+    counts = {"win": 0, "tie": 0, "loss": 0}
+    for interval in intervals:
+        if interval.verdict in counts:
+            counts[interval.verdict] += 1
+    return counts

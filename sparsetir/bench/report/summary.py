@@ -1,0 +1,184 @@
+"""An experiment's summary (``results/<experiment>/summary.json``): what the report, the
+end-of-run screen and ``compare`` read, whatever the experiment.
+
+Every experiment's tables step writes one (:func:`write_summary`), with
+
+``headline``  per contender: its geometric-mean speedup over the baseline it is judged against,
+              with the bootstrap interval, and the wins / ties / losses over its cases;
+``cases``     per (case, contender): the speedup, its interval and verdict;
+``pending``   every row that could not run (unavailable, failed, wrong, not implemented), with
+              its reason;
+``tables``, ``figures``   paths relative to the experiment folder;
+``caption``   machine, threads, dtype, what 1× means, the timing method.
+
+:func:`read_summary` validates a file before anything uses it (it may have been edited or cut
+short), raising ``ValueError`` naming the first problem.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ..records import write_json_atomic
+from .intervals import Interval, verdict_counts
+
+SCHEMA = "sparsetir.bench.summary/1"
+PENDING_STATUSES = ("unavailable", "failed", "wrong", "pending")
+
+
+def _number(value) -> float | None:
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
+def headline_row(contender: str, versus: str, geomean: Interval, case_intervals, **extra) -> dict:
+    """One headline entry: geomean with interval, and the verdicts of the cases it summarises."""
+    counts = verdict_counts(case_intervals)
+    return {"contender": contender, "versus": versus, "geomean": _number(geomean.value),
+            "low": _number(geomean.low), "high": _number(geomean.high), "wins": counts["win"],
+            "ties": counts["tie"], "losses": counts["loss"], "cases": len(case_intervals), **extra}
+
+
+def case_row(case: str, contender: str, versus: str, interval: Interval, **extra) -> dict:
+    return {"case": case, "contender": contender, "versus": versus, "speedup": _number(interval.value),
+            "low": _number(interval.low), "high": _number(interval.high), "verdict": interval.verdict, **extra}
+
+
+def pending_row(case: str, contender: str, status: str, reason: str) -> dict:
+    return {"case": case, "contender": contender, "status": status, "reason": reason or "(no reason recorded)"}
+
+
+def make_summary(experiment: str, title: str, *, headline: list, cases: list, pending: list, tables: list,
+                 figures: list, caption: dict, stage_seconds: dict | None = None) -> dict:
+    summary = {"schema": SCHEMA, "experiment": experiment, "title": title, "headline": headline, "cases": cases,
+               "pending": pending, "tables": [str(t) for t in tables], "figures": [str(f) for f in figures],
+               "caption": caption, "stage_seconds": stage_seconds or {}}
+    validate_summary(summary)
+    return summary
+
+
+def validate_summary(summary) -> None:
+    """``ValueError`` naming the first thing wrong with a summary object."""
+    if not isinstance(summary, dict) or summary.get("schema") != SCHEMA:
+        raise ValueError(f"not a {SCHEMA} object")
+    for key, kind in (("experiment", str), ("title", str), ("headline", list), ("cases", list), ("pending", list),
+                      ("tables", list), ("figures", list), ("caption", dict)):
+        if not isinstance(summary.get(key), kind):
+            raise ValueError(f"summary field {key!r} must be a {kind.__name__}")
+    for row in summary["headline"]:
+        for key in ("contender", "versus", "wins", "ties", "losses", "cases"):
+            if key not in row:
+                raise ValueError(f"a headline row has no {key!r}: {row}")
+        if row["geomean"] is not None and row["low"] is not None and not row["low"] <= row["geomean"] <= row["high"]:
+            raise ValueError(f"headline {row['contender']}: the interval does not hold the geomean")
+    for row in summary["cases"]:
+        if not {"case", "contender", "speedup", "low", "high", "verdict"} <= set(row):
+            raise ValueError(f"a case row lacks fields: {row}")
+    for row in summary["pending"]:
+        if not row.get("reason") or row.get("status") not in PENDING_STATUSES:
+            raise ValueError(f"a pending row needs a status in {PENDING_STATUSES} and a reason: {row}")
+
+
+def write_summary(path: str | Path, summary: dict) -> Path:
+    validate_summary(summary)
+    return write_json_atomic(path, summary)
+
+
+def read_summary(path: str | Path) -> dict:
+    """A summary file, validated (``ValueError`` naming the file and the problem)."""
+    path = Path(path)
+    try:
+        summary = json.loads(path.read_text())
+        validate_summary(summary)
+    except (OSError, json.JSONDecodeError, ValueError) as error:
+        raise ValueError(f"{path}: not a valid experiment summary: {error}") from None
+    return summary
+
+
+def default_case_key(record: dict) -> tuple:
+    return (record.get("device"), record.get("dataset"), record.get("feat"))
+
+
+def default_case_label(key: tuple) -> str:
+    device, dataset, feat = key
+    return f"{dataset} F={feat} ({device})"
+
+
+def caption_from_records(records: list[dict], versus: str) -> dict:
+    """Machine, threads, dtype, what 1× means and the timing method, from the records' provenance."""
+    timed = [r for r in records if r.get("status") == "ok"] or records
+    provenance = (timed[0].get("provenance") if timed else None) or {}
+    timing = provenance.get("timing") or {}
+    method = (f"median of {timing.get('samples', '?')} interleaved rounds (at least {timing.get('min_samples', '?')}, "
+              f"at most {timing.get('max_time_s', '?')} s), "
+              + ("a cache flush before every call" if provenance.get("flush") else "no cache flush")
+              + f", {provenance.get('timer', 'perf_counter')}; intervals: 90% bootstrap over the rounds")
+    threads = provenance.get("threads") or (provenance.get("env") or {}).get("TVM_NUM_THREADS") or \
+        provenance.get("torch_threads") or provenance.get("usable_cpus")
+    return {"machine": f"{provenance.get('cpu_model', '?')}, {provenance.get('usable_cpus', '?')} usable cores",
+            "threads": threads, "dtype": timed[0].get("dtype", "float32") if timed else "float32",
+            "one_x": f"the median time of {versus}", "timing": method,
+            "versions": provenance.get("versions", {}), "host": provenance.get("host")}
+
+
+def summary_from_records(records: list[dict], experiment: str, title: str, *, judged: str = "sparsetir",
+                         reference: dict | None = None, libraries=None, case_key=default_case_key,
+                         case_label=default_case_label, tables=(), figures=()) -> dict:
+    """The summary of an experiment from its records (``bench.records``).
+
+    The first element of a case key is its device: the headline has one row per judged contender
+    and device. ``judged``: the prefix of the contenders the headline is about. ``reference``: per device, a
+    contender name, or ``None``/``"best"`` for the fastest (by median) of ``libraries`` in each
+    case (default: every contender not starting with ``judged``). A later record of the same
+    (case, contender) replaces an earlier one.
+    """
+    from .intervals import geomean_interval, ratio_interval  # noqa: PLC0415 - numpy-heavy, only here
+
+    latest: dict = {}
+    for record in records:
+        latest[(case_key(record), record.get("contender"))] = record
+    by_case: dict = {}
+    for (key, contender), record in latest.items():
+        by_case.setdefault(key, {})[contender] = record
+    pending, cases, per_contender = [], [], {}
+    for key, contenders in by_case.items():
+        label = case_label(key)
+        for contender, record in contenders.items():
+            if record.get("status") != "ok":
+                pending.append(pending_row(label, contender, record.get("status", "failed"), record.get("reason")))
+        timed = {c: r for c, r in contenders.items() if r.get("status") == "ok" and (r.get("stats") or {}).get("samples")}
+        wanted = (reference or {}).get(key[0]) if isinstance(key, tuple) else None
+        if wanted and wanted != "best":
+            versus = wanted if wanted in timed else None
+        else:
+            pool = [c for c in timed if (c in libraries if libraries is not None else not str(c).startswith(judged))]
+            versus = min(pool, key=lambda c: timed[c]["stats"]["median"]) if pool else None
+        for contender, record in timed.items():
+            if not str(contender).startswith(judged):
+                continue
+            if versus is None:
+                cases.append(case_row(label, contender, "n/a", ratio_interval(None, None)))
+                continue
+            pair = (timed[versus]["stats"]["samples"], record["stats"]["samples"])
+            interval = ratio_interval(*pair)
+            cases.append(case_row(label, contender, versus, interval))
+            per_contender.setdefault((contender, key[0]), []).append((pair, interval))
+    headline = [headline_row(contender, _versus(reference, libraries, judged, device),
+                             geomean_interval([pair for pair, _ in rows]),
+                             [interval for _, interval in rows], device=device)
+                for (contender, device), rows in per_contender.items()]
+    devices = sorted({str(device) for _, device in per_contender}) or [None]
+    description = "; ".join(_versus(reference, libraries, judged, device) for device in devices)
+    return make_summary(experiment, title, headline=headline, cases=cases, pending=pending, tables=list(tables),
+                        figures=list(figures), caption=caption_from_records(list(latest.values()), description))
+
+
+def _versus(reference: dict | None, libraries, judged: str, device) -> str:
+    """What a device's speedups are over, in words."""
+    wanted = (reference or {}).get(device)
+    if wanted and wanted != "best":
+        return wanted
+    if libraries is not None:
+        return f"the best of {len(libraries)} libraries per case"
+    return "the best baseline per case"
