@@ -15,6 +15,7 @@ import numpy as np
 
 from .function import SIDECAR_SHA256, CompiledFunction, check_digest, file_sha256, sidecar
 from .marshal import aligned_empty, check_no_grad, is_torch, may_overlap
+from .output_pool import OutputPool
 from .signature import Signature, evaluate
 from .slot_layout import SlotLayout
 from .validate import check_dense, check_permutation, dtype_name, numpy_dtype
@@ -37,6 +38,7 @@ class Kernel:
         self._bound = dict(bound)  # structure arrays and default values, by parameter name
         self._prepared: dict | None = None  # the same, converted once for the kernel
         self._scratch: dict | None = None  # per-slot outputs of a decomposed kernel, reused
+        self._outputs = OutputPool()  # outputs of calls without out=, reused once the caller let go
         params = {p["name"]: p for p in function.signature.params}
         names = [*spec["inputs"], *spec["outputs"], *spec["values"]]
         self._shape = {name: tuple(evaluate(e, self.sizes) for e in params[name]["shape"]) for name in names}
@@ -87,7 +89,9 @@ class Kernel:
             prepared = {k: v for k, v in prepared.items() if k not in new_values}
             arrays.update(new_values)
         if out is None:
-            out = _empty_like(inputs[0], self.output_shape(), self.dtype)
+            out = self._outputs.take(self.output_shape(), self.dtype, inputs[0])
+            if out is None:
+                out = _empty_like(inputs[0], self.output_shape(), self.dtype)
         else:
             _check_array_type(out, "out")
             check_dense(out, name="out", shape=self.output_shape(), dtype=self.dtype)
@@ -105,6 +109,10 @@ class Kernel:
             arrays[self.spec["outputs"][0]] = out
             self.function.invoke(arrays, self.sizes, prepared)
         return out
+
+    def release_outputs(self) -> None:
+        """Drop the outputs kept for reuse (``runtime.output_pool``); results still held stay valid."""
+        self._outputs.release()
 
     def _structure(self) -> dict:
         """The bound arrays converted for the kernel once (moved to the GPU for CUDA kernels)."""
