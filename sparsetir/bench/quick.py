@@ -13,8 +13,9 @@
 For every (dataset, feature size) each contender is prepared once (format conversion or
 compilation, timed on its own), checked against a float64 reference, then all of them are
 timed together (``sparsetir.bench.engine``: cache flush before every call). The table shows
-medians, the speedup over the best CPU library (``best median / median``; > 1 is faster), and
-the achieved fraction of copy bandwidth under a minimum-bytes model.
+medians, the speedup over the best CPU library (``best median / median``; > 1 is faster), the
+achieved fraction of copy bandwidth under a minimum-bytes model, and the percentage of the
+case's tighter measured bound (DRAM bytes, gathered bytes, flops: ``sparsetir.bench.bounds``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..reference import get_reference, reference_names
 from ..runtime.loader import usable_cores
 from ..timing import DEFAULT, default_flush_bytes, environment_info
 from . import fresh, precision
+from .bounds import case_bounds, measure_machine
 from .datasets import dataset_names, load_matrix
 from .engine import (
     LOCALITY_BOUND,
@@ -66,7 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "and time the result as the contender sparsetir-tuned")
     parser.add_argument("--locality-bound", action="store_true",
                         help="also time the CSR kernel on the same matrix with local columns (same shape, "
-                             "degrees and values; sparsetir.bench.locality): a bound on what scheduling reaches")
+                             "degrees and values; sparsetir.bench.locality): what this kernel reaches when its "
+                             "gathers hit the cache (a reference, not a bound on the machine)")
     parser.add_argument("--fresh-structures", action="store_true",
                         help="spmm on a stream of fresh sub-matrices (random rows of each dataset), one per call, "
                              "against scipy on the same stream (sparsetir.bench.fresh)")
@@ -81,6 +84,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="also time torch's dense matmul on the densified matrix (torch-dense: hundreds of ms "
                              "per call on large graphs, so off by default)")
     parser.add_argument("--no-flush", action="store_true", help="do not flush the cache between calls")
+    parser.add_argument("--no-bounds", action="store_true",
+                        help="skip measuring the machine (copy, gather and FMA rates, a few seconds) and the "
+                             "'% bound' column (sparsetir.bench.bounds)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write records (stats, environment, setup times) to this file")
     args = parser.parse_args(argv)
@@ -145,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{copy['bytes_per_s'] / 1e9:.1f} GB/s ({copy['method']})"
     )
 
+    machine = None
+    if not args.no_bounds:
+        machine = measure_machine(timing, feats=sorted(set(args.feat)))
+        gather = ", ".join(f"{level} {max(rates.values()) / 1e9:.1f}" for level, rates in machine.gather.items())
+        print(f"machine: copy {machine.copy_1t / 1e9:.1f} GB/s (1 thread), {machine.copy_all / 1e9:.1f} GB/s "
+              f"({machine.threads} threads); gather GB/s {gather}; FMA {machine.fma_flops / 1e9:.0f} Gflop/s")
     records, all_rows = [], []
     for dataset in datasets:
         try:
@@ -162,11 +174,18 @@ def main(argv: list[str] | None = None) -> int:
                                   kernel_factory=kernel_factory)
             if args.locality_bound:
                 rows.append(locality_bound_row(args.op, A, case, {"format": "csr"}, kernel_factory))
-            time_rows(args.op, rows, case, copy["bytes_per_s"], timing)
+            bounds = None if machine is None else case_bounds(
+                machine, op=args.op, shape=A.shape, nnz=A.nnz, feat=feat, min_bytes=case.min_bytes,
+                flops=get_reference(args.op).flops(A.nnz, feat))
+            time_rows(args.op, rows, case, copy["bytes_per_s"], timing, bounds=bounds)
             print(f"\n{dataset} ({A.shape[0]:,} x {A.shape[1]:,}, {A.nnz:,} nnz), feat {feat}")
+            if bounds:
+                print(f"bounds: dram {bounds['dram_s'] * 1e3:.3f} ms, gather ({bounds['gather_level']}) "
+                      f"{bounds['gather_s'] * 1e3:.3f} ms, flops {bounds['flops_s'] * 1e3:.3f} ms; "
+                      f"'% bound' is against {bounds['tight']}")
             print(format_rows(rows))
             all_rows.append(rows)
-            records.extend(record(dataset, A, feat, case, row) for row in rows)
+            records.extend({**record(dataset, A, feat, case, row), "bounds": bounds} for row in rows)
     print()
     print(geomean_line(all_rows))
 
@@ -176,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             "argv": sys.argv[1:] if argv is None else list(argv),
             "environment": environment_info(flush=timing.flush),
             "copy_bandwidth": copy,
+            "machine": machine.to_dict() if machine else None,
             "records": records,
         }
         with open(args.json, "w") as handle:

@@ -15,7 +15,7 @@ from sparsetir.reference import get_reference
 SPMM = get_reference("spmm")
 
 SMALL = "synthetic:300x200:0.05"
-FAST = ["--samples", "5", "--max-time-s", "1"]
+FAST = ["--samples", "5", "--max-time-s", "1", "--no-bounds"]
 
 
 @pytest.fixture(autouse=True)
@@ -118,3 +118,16 @@ def test_locality_bound_refuses_a_kernel_that_computes_the_real_product():
     wrong = engine.prepare(engine.Row("wrong", "conversion"), lambda: (lambda: A @ case.inputs[0]),
                           SPMM.reference(local_columns(A), case.inputs[0]))
     assert wrong.error.startswith("wrong result")
+
+
+def test_bounds_measure_the_machine_and_give_every_row_a_percent_of_bound(tmp_path, capsys):
+    out_json = tmp_path / "records.json"
+    fast_with_bounds = [arg for arg in FAST if arg != "--no-bounds"]
+    assert quick.main(["spmm", "--dataset", SMALL, "--feat", "8", *fast_with_bounds, "--json", str(out_json)]) == 0
+    printed = capsys.readouterr().out
+    assert "machine: copy" in printed and "% bound" in printed and "bounds: dram" in printed
+    document = json.loads(out_json.read_text())
+    assert document["machine"]["fma_flops"] > 0
+    timed = [r for r in document["records"] if r["ok"]]
+    assert timed and all(r["bound_fraction"] > 0 and r["bounds"]["tight"] in ("dram", "gather", "flops")
+                         for r in timed)
