@@ -105,7 +105,7 @@ def test_sddmm_space_searches_the_reduction_and_fusion_knobs():
     assert {"reduce_lanes", "sparse_fuse"} <= set(space.knobs)
     assert space.valid({**space.default(), "sparse_fuse": True})
     assert not space.valid({**space.default(), "format": "ell:8", "sparse_fuse": True})  # CSR only
-    assert all(parse_format(c["format"]).name in ("csr", "rcsr", "ell", "bsr", "hyb") for c in space.candidates())
+    assert all(parse_format(c["format"]).name in ("csr", "rcsr", "ell", "bsr", "hyb", "rcm") for c in space.candidates())
 
 
 def test_rcsr_and_prefetch_are_in_the_cpu_spaces():
