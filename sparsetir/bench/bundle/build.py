@@ -58,6 +58,7 @@ from ...version import __version__
 from ..datasets import load_matrix
 from .ingestion import ingest
 from .manifest import BUNDLE_FORMAT
+from .rgcn import DEFAULT_RGCN_CONFIGS, RGCN_BASELINES, build_rgcn_section
 
 MAX_BUNDLE_BYTES = 60 << 20
 DEFAULT_LIMIT = 6  # candidates per (dataset, feature size)
@@ -270,7 +271,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                  hyb_formats: dict | None = None, knob_settings=None, ranked: int = DEFAULT_RANKED_FORMATS,
                  seed: int = 0, timing: TimingPolicy | dict | None = None, baselines=None, time_limit_s: float | None = None,
                  max_bytes: int = MAX_BUNDLE_BYTES, wheel: bool | None = None, progress: bool = True,
-                 op: str = "spmm") -> dict:
+                 op: str = "spmm", rgcn: dict | None = None) -> dict:
     """Compile the candidates of every (dataset, feat) and write the bundle folder ``out``; returns its manifest.
 
     ``target``: "cuda" (default) or "llvm" (a CPU bundle, for testing the runner here).
@@ -280,6 +281,8 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
     for llvm tried, and left out with a warning when the download fails; ``False``: left out, for
     hosts that have tvm_ffi). The folder is built beside ``out`` and moved into place only when
     complete; ``BundleTooLarge`` (a ValueError) past ``max_bytes``.
+    ``rgcn``: also R-GCN inference candidates (``{"datasets": [...], "dims": [32, 32, 32], "limit": 6,
+    "baselines": [...]}``; :mod:`sparsetir.bench.bundle.rgcn`), in the manifest's ``rgcn`` section.
     """
     spec = get_op(op)
     datasets, feats = _check_datasets(datasets), _check_feats(feats)
@@ -347,6 +350,14 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                     size = check_size(staging, max_bytes, f"{dataset} feat {feat}")
                     _say(progress, f"{dataset} feat {feat}: {len(candidates)} candidates ({new} new kernel(s)) in "
                                    f"{time.perf_counter() - case_started:.1f} s; bundle {_mib(size)}")
+            rgcn_section = None
+            if rgcn:
+                rgcn_section = build_rgcn_section(
+                    staging, rgcn["datasets"], dims=rgcn.get("dims", (32, 32, 32)), target=target, seed=seed,
+                    scratch=Path(scratch), store_library=_store_library, store_candidate_files=_store_candidate_files,
+                    limit=rgcn.get("limit", len(DEFAULT_RGCN_CONFIGS)), baselines=rgcn.get("baselines", RGCN_BASELINES),
+                    say=lambda message: _say(progress, message))
+                check_size(staging, max_bytes, "the R-GCN candidates")
         manifest = {
             "format": BUNDLE_FORMAT, "id": uuid.uuid4().hex[:12], "op": op, "target": target, "device": device,
             "dtype": "float32", "seed": seed,
@@ -361,6 +372,8 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
             "wheels": wheel_files, "wheel_note": wheel_note,
             "inputs": inputs, "kernels": kernels, "cases": cases,
         }
+        if rgcn_section is not None:
+            manifest["rgcn"] = rgcn_section
         manifest["build"]["seconds"] = round(time.perf_counter() - started, 1)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
         (staging / "run.sh").write_text(RUN_SH)
@@ -396,6 +409,10 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--no-wheel", action="store_true",
                        help="leave out the tvm-ffi wheel (for hosts that have tvm_ffi)")
     build.add_argument("--seed", type=int, default=0)
+    build.add_argument("--rgcn-dataset", action="append", default=[], metavar="GRAPH",
+                       help="also R-GCN inference candidates on this relational graph, e.g. aifb (repeatable)")
+    build.add_argument("--rgcn-dims", type=int, nargs=3, default=[32, 32, 32], metavar=("IN", "HIDDEN", "OUT"),
+                       help="the R-GCN model's feature sizes (default 32 32 32)")
     build.add_argument("--out", required=True, help="bundle folder (replaced when the build succeeds)")
     ingest = commands.add_parser("ingest", help="pick the best candidates from returned records")
     ingest.add_argument("--records", required=True, help="folder holding the runner's records/ (or the records)")
@@ -420,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         build_bundle(args.out, args.dataset, args.feat or DEFAULT_FEATS, target=args.target, limit=args.limit,
                      hyb_formats=_hyb_option(args.hyb), time_limit_s=args.time_limit_s,
-                     max_bytes=int(args.max_mib * 2**20), wheel=False if args.no_wheel else None, seed=args.seed)
+                     max_bytes=int(args.max_mib * 2**20), wheel=False if args.no_wheel else None, seed=args.seed,
+                     rgcn={"datasets": args.rgcn_dataset, "dims": args.rgcn_dims} if args.rgcn_dataset else None)
         return 0
     ingest(args.records, reference_dir=args.reference_dir,
            database=TuningDatabase(args.database) if args.database else None)

@@ -9,9 +9,10 @@ loads, kernels load through :mod:`sparsetir.runtime` from the bundle's ``lib/``
 against the op's float64 reference (``sparsetir.reference``), then the candidates and baselines
 are timed with the one timer (``bench.engine.time_rows``: CUDA events and a 256 MiB flush on a
 GPU, interleaved on a CPU). Nothing here imports the compiler.
-``<out>/records/<dataset>-feat<F>.json`` is written after every case and ``<out>/run.json``
-says how far the run got, so a killed run leaves every finished case behind. A case is not
-started when the time limit would be passed (estimated from the slowest case so far).
+``<out>/records/<dataset>-feat<F>.json`` is written after every case (R-GCN cases, when the
+bundle has them: ``<out>/records/rgcn/<dataset>.json``, :mod:`sparsetir.bench.bundle.rgcn`) and
+``<out>/run.json`` says how far the run got, so a killed run leaves every finished case behind.
+A case is not started when the time limit would be passed (estimated from the slowest case so far).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..engine import Row, contender_rows, prepare, time_rows, variant_name
 from ..records import ALL_CONTENDERS, make_record, provenance, write_json_atomic
 from ..threads import configure_threads
 from .manifest import contender_name, is_candidate_name, read_manifest
+from .rgcn import run_rgcn_cases
 
 
 def block_compiler() -> None:
@@ -247,6 +249,12 @@ def main(argv: list[str] | None = None) -> int:
             write_json_atomic(out / "run.json", status)
             say(f"case {number}/{len(cases)} {dataset} feat {feat} ({time.monotonic() - case_started:.1f} s): "
                 f"{summary_line(records)}")
+        if manifest.get("rgcn") and status["stopped"] is None:  # R-GCN inference cases, after the op's
+            section = dict(manifest["rgcn"])
+            section["cases"] = [c for c in section["cases"] if not args.dataset or c["dataset"] in args.dataset]
+            status["files"] += run_rgcn_cases(bundle, {**manifest, "rgcn": section}, out, Path(scratch),
+                                              assemble_kernel, bandwidth=bandwidth, timing=timing, where=where,
+                                              deadline_s=started + limit_s, say=say)
     status.update(elapsed_s=round(time.monotonic() - started, 1), tvm_compiler_loaded=compiler_loaded(),
                   finished=status["stopped"] is None)
     write_json_atomic(out / "run.json", status)

@@ -1,0 +1,256 @@
+"""R-GCN inference in a GPU bundle: candidates built here, checked and timed on the GPU host.
+
+Build (compile host, :func:`build_rgcn_section`): for each relational graph, the graph prepared as
+``nn.RGCN`` prepares it (``RGCNGraph``: mean-normalised values, the root weight as one more,
+identity relation), and one RGMS kernel per layer shape for each candidate configuration
+(relational format x dataflow, up to ``limit``), compiled for the bundle's target with real
+device code. Libraries, kernel manifests and structures go through the bundle's
+content-addressed stores (``build.py``); the graph's relational structure goes to
+``inputs/rgcn-<dataset>.npz``. The manifest gets a section ``rgcn``: dims, seed, baselines, cases.
+
+Run (GPU host, TVM runtime only, :func:`run_rgcn_cases`): per graph the inputs are rebuilt from
+the seed (``reference.rgcn.rgcn_inputs``), each candidate's two layers are loaded
+(``runtime.load``) and composed as ``nn.RGCN`` composes them (``kernel(X, [W; root]) + bias``, a
+ReLU between the layers), every candidate and baseline (``baselines/rgcn.py`` on the device: PyG
+``RGCNConv``/``FastRGCNConv``, the torch ones; DGL has no GPU build and says so) is checked
+against the float64 reference, then timed with the one timer (CUDA events, L2 flush). Records
+go to ``<out>/records/rgcn/<dataset>.json``, out of ``ingest``'s way (it reads SpMM cases);
+``sparsetir.bench.rgcn``'s tables read them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...data import dataset_slug
+from ...reference import Case
+from ...reference.rgcn import rgcn_inputs, rgcn_reference
+from ...runtime import load
+from ...runtime.validate import entry_rows
+from ..case_runner import short_reason, status_of
+from ..engine import Row, prepare, time_rows
+from ..records import ALL_CONTENDERS, make_record, write_json_atomic
+
+__all__ = ["DEFAULT_RGCN_CONFIGS", "RGCN_BASELINES", "RelationalStructure", "build_rgcn_section", "run_rgcn_cases"]
+
+#: Candidate configurations, in order: the formats x the dataflows of ``ops.rgms``.
+DEFAULT_RGCN_CONFIGS = tuple({"format": fmt, "dataflow": dataflow} for fmt in ("csf", "relcsr")
+                             for dataflow in ("aggregate", "edge", "transform"))
+RGCN_BASELINES = ("pyg-rgcnconv", "pyg-fastrgcnconv", "dgl-relgraphconv", "torch-relation-loop",
+                  "torch-gather-bmm-scatter", "graphiler")
+_SPEEDUP_OP = "rgms"  # its library references are the R-GCN baselines
+
+
+@dataclass
+class RelationalStructure:
+    """A relation-major stacked CSR (R relations of one ``m x n`` shape) with the interface
+    ``rgcn_inputs``/``rgcn_reference`` and the baselines read, without importing ``formats`` (TVM)."""
+
+    shape: tuple
+    num_relations: int
+    indptr: np.ndarray
+    indices: np.ndarray
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.shape[0])
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.ones(self.nnz, np.float32)
+
+    def coordinates(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        m = max(int(self.shape[0]), 1)
+        stacked = entry_rows(np.asarray(self.indptr, dtype=np.int64))
+        return stacked // m, stacked % m, np.asarray(self.indices, dtype=np.int64)
+
+
+def _layer_shapes(dims: Sequence[int]) -> list[tuple[int, int]]:
+    return list(dict.fromkeys(zip(dims[:-1], dims[1:])))
+
+
+def _shape_key(shape: tuple[int, int]) -> str:
+    return f"{shape[0]}x{shape[1]}"
+
+
+# ---------------------------------------------------------------- build (compile host)
+
+
+def build_rgcn_section(staging: Path, datasets: Sequence[str], *, dims: Sequence[int] = (32, 32, 32), target,
+                       seed: int, scratch: Path, store_library: Callable, store_candidate_files: Callable,
+                       limit: int = len(DEFAULT_RGCN_CONFIGS), baselines: Sequence[str] = RGCN_BASELINES,
+                       say: Callable[[str], None] = lambda message: None) -> dict:
+    """Compile the R-GCN candidates of ``datasets`` into the bundle being staged; the manifest's ``rgcn`` section.
+
+    ``store_library`` and ``store_candidate_files`` are the bundle's content-addressed stores
+    (``build._store_library``, ``build._store_candidate_files``)."""
+    from ...nn.rgcn import RGCNGraph  # noqa: PLC0415 - compile host only: the runner never imports this
+    from ...ops import compile_rgms  # noqa: PLC0415
+    from ..rgcn import check_dims, load_graph  # noqa: PLC0415
+
+    dims = check_dims(dims)
+    if not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"the R-GCN candidate limit must be a positive int, got {limit!r}")
+    unknown = sorted(set(baselines) - set(RGCN_BASELINES))
+    if unknown:
+        raise ValueError(f"unknown R-GCN baseline(s) {unknown}; known: {', '.join(RGCN_BASELINES)}")
+    cases = []
+    for dataset in dict.fromkeys(datasets):
+        started = time.perf_counter()
+        graph = load_graph(dataset, seed)
+        slug = dataset_slug(dataset)
+        relpath = f"inputs/rgcn-{slug}.npz"
+        np.savez_compressed(staging / relpath, indptr=graph.indptr, indices=graph.indices,
+                            shape=np.asarray(graph.shape, dtype=np.int64),
+                            num_relations=np.asarray(graph.num_relations, dtype=np.int64))
+        prepared = RGCNGraph(graph)
+        candidates = []
+        for index, config in enumerate(DEFAULT_RGCN_CONFIGS[:limit]):
+            layers = {}
+            for shape in _layer_shapes(dims):
+                kernel = compile_rgms(prepared.matrix, *shape, target=target, dtype="float32", **config)
+                library, _ = store_library(staging, Path(kernel.function.library))
+                manifest_rel, structure_rel = store_candidate_files(staging, kernel, scratch)
+                layers[_shape_key(shape)] = {"library": library, "manifest": manifest_rel, "structure": structure_rel,
+                                             "compile_s": kernel.timings.get("compile_s"),
+                                             "convert_s": kernel.timings.get("convert_s")}
+            candidates.append({"id": f"rgcn-{slug}-{index:02d}", "config": dict(config), "layers": layers})
+        cases.append({"dataset": dataset, "input": relpath, "shape": list(graph.shape),
+                      "num_relations": int(graph.num_relations), "nnz": int(graph.nnz), "candidates": candidates})
+        say(f"rgcn {dataset}: {len(candidates)} candidates x {len(_layer_shapes(dims))} layer shape(s) in "
+            f"{time.perf_counter() - started:.1f} s")
+    return {"dims": list(dims), "seed": seed, "baselines": list(baselines), "cases": cases}
+
+
+# ---------------------------------------------------------------- run (GPU host, runtime only)
+
+
+def load_structure(bundle: Path, case: dict) -> RelationalStructure:
+    with np.load(bundle / case["input"], allow_pickle=False) as arrays:
+        return RelationalStructure(tuple(int(v) for v in arrays["shape"]), int(arrays["num_relations"]),
+                                   arrays["indptr"], arrays["indices"])
+
+
+def candidate_factory(libraries: dict, inputs, device: str):
+    """``factory() -> run``: load each layer's kernel, put the features and the stacked weights
+    (``[weight; root]``, the root as the identity relation) on the device, compose the two layers."""
+    import torch  # noqa: PLC0415 - the GPU host has torch; the runner imports it after the thread settings
+
+    def factory():
+        layers = []
+        for layer in inputs.layers:
+            kernel = load(libraries[_shape_key(layer.weight.shape[1:])])
+            stacked = torch.from_numpy(np.concatenate([layer.weight, layer.root[None]])).to(device)
+            layers.append((kernel, stacked, torch.from_numpy(layer.bias).to(device)))
+        X = torch.from_numpy(np.ascontiguousarray(inputs.X)).to(device)
+
+        def run():
+            h = X
+            for index, (kernel, stacked, bias) in enumerate(layers):
+                h = kernel(h, stacked).add_(bias)
+                if index < len(layers) - 1:
+                    h = torch.relu(h)
+            return h
+
+        return run
+
+    return factory
+
+
+def baseline_rows(names: Sequence[str], inputs, case: Case, device: str) -> list[Row]:
+    """One checked row per ``baselines/rgcn.py`` variant (unavailable ones say why)."""
+    try:
+        import baselines.rgcn as module  # noqa: PLC0415 - imports torch: after the thread settings
+    except Exception as error:  # a broken optional library must not stop the run
+        return [Row(name, "conversion", error=f"unavailable: cannot import baselines.rgcn: {error}") for name in names]
+    rows = []
+    for name in names:
+        ok, reason = module.available("rgcn", device, name)
+        row = Row(name, "conversion")
+        if not ok:
+            row.error = f"unavailable: {reason}"
+            rows.append(row)
+            continue
+        factory = module.VARIANTS["rgcn"][name]
+        rows.append(prepare(row, lambda factory=factory: factory(inputs, device=device), case))
+    return rows
+
+
+def run_rgcn_case(bundle: Path, section: dict, case: dict, scratch: Path, assemble: Callable, *, device: str,
+                  bandwidth: dict, timing, where: dict) -> list[dict]:
+    """Check and time one graph's candidates and baselines; one validated record per contender."""
+    graph = load_structure(bundle, case)
+    dims = tuple(section["dims"])
+    inputs = rgcn_inputs(graph, dims, seed=section["seed"])
+    reference, tolerance = rgcn_reference(inputs)
+    min_bytes = sum(graph.nnz * 8 + (graph.num_relations * graph.shape[0] + 1) * 4 + graph.shape[1] * f_in * 4
+                    + (graph.num_relations + 1) * f_in * f_out * 4 + graph.shape[0] * f_out * 4
+                    for f_in, f_out in zip(dims[:-1], dims[1:]))
+    bench_case = Case((inputs.X,), reference, tolerance, min_bytes)
+    rows, candidates = [], {}
+    for candidate in case["candidates"]:
+        name = f"sparsetir[{candidate['config']['format']} {candidate['config']['dataflow']}]"
+        candidates[name] = candidate
+        libraries = {shape: assemble(bundle, {"id": f"{candidate['id']}-{shape}", **layer}, scratch)
+                     for shape, layer in candidate["layers"].items()}
+        rows.append(prepare(Row(name, "compile"), candidate_factory(libraries, inputs, device), bench_case))
+    rows += baseline_rows(section["baselines"], inputs, bench_case, device)
+    time_rows(_SPEEDUP_OP, rows, bench_case, bandwidth["bytes_per_s"], timing, device)
+    flops = sum(2 * (graph.nnz + graph.shape[0]) * f_in * f_out for f_in, f_out in zip(dims[:-1], dims[1:]))
+    records = []
+    for row in rows:
+        status, reason = status_of(row)
+        candidate = candidates.get(row.contender)
+        if candidate is not None:
+            layers = candidate["layers"].values()
+            times = {"convert_s": sum(layer.get("convert_s") or 0.0 for layer in layers),
+                     "compile_s": sum(layer.get("compile_s") or 0.0 for layer in layers), "setup_s": row.setup_s}
+        else:
+            times = {"convert_s": row.setup_s, "setup_s": row.setup_s}
+        record = make_record(
+            experiment="rgcn", op="rgcn", device=device, dataset=case["dataset"], feat=dims[0],
+            contender=row.contender, status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
+            shape=graph.shape, nnz=graph.nnz,
+            variant=f"{candidate['config']['format']} dataflow={candidate['config']['dataflow']}" if candidate else None,
+            times=times, min_bytes=min_bytes, flops=flops, copy_bytes_per_s=bandwidth["bytes_per_s"],
+            provenance=where)
+        record["rgcn"] = {"dims": list(dims), "num_relations": graph.num_relations, "seed": section["seed"],
+                          "kind": "sparsetir" if candidate else "baseline", "speedup_vs_best": row.speedup_vs_best}
+        record["memory"] = None
+        if candidate is not None:
+            record["rgcn"]["candidate"] = {"id": candidate["id"], "config": candidate["config"]}
+        records.append(record)
+    return records
+
+
+def run_rgcn_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, assemble: Callable, *, bandwidth: dict,
+                   timing, where: dict, deadline_s: float, say: Callable[[str], None]) -> list[str]:
+    """Every R-GCN case of the bundle that fits before ``deadline_s`` (``time.monotonic()``); the record files."""
+    section, device, files, slowest = manifest["rgcn"], manifest["device"], [], 0.0
+    for case in section["cases"]:
+        if time.monotonic() + 1.2 * slowest > deadline_s:
+            say(f"rgcn: stopping before {case['dataset']}: the time limit would be passed")
+            break
+        started = time.monotonic()
+        try:
+            records = run_rgcn_case(bundle, section, case, scratch, assemble, device=device, bandwidth=bandwidth,
+                                    timing=timing, where=where)
+        except Exception as error:  # one broken case must not lose the others
+            records = [make_record(experiment="rgcn", op="rgcn", device=device, dataset=case["dataset"],
+                                   feat=section["dims"][0], contender=ALL_CONTENDERS, status="failed",
+                                   reason=short_reason(f"{type(error).__name__}: {error}"), provenance=where)]
+        name = f"records/rgcn/{dataset_slug(case['dataset'])}.json"
+        write_json_atomic(out / name, records)
+        files.append(name)
+        slowest = max(slowest, time.monotonic() - started)
+        timed = [r for r in records if r["status"] == "ok"]
+        best = min(timed, key=lambda r: r["stats"]["median"]) if timed else None
+        say(f"rgcn {case['dataset']} ({time.monotonic() - started:.1f} s): "
+            + (f"fastest {best['contender']} {best['stats']['median'] * 1e3:.3f} ms" if best else "nothing timed")
+            + "".join(f"; {r['contender']} WRONG" for r in records if r["status"] == "wrong"))
+    return files

@@ -1,0 +1,94 @@
+"""Workflow step: R-GCN inference on one dataset, every contender timed; one records file.
+
+``sparsetir.bench.rgcn.benchmark_dataset`` does the work: the inputs are built once, every
+contender (the configured sparsetir formats, the configured baselines of ``baselines/rgcn.py``)
+is checked against the float64 reference before timing, and the correct ones are timed
+interleaved. Their peak memory is the next step's (``rgcn_memory.py``). A dataset no route
+provides gives one ``unavailable`` record. Spin limits and thread counts are set before torch
+or TVM load.
+
+:func:`check_rgcn_config` is what the rules file (``rules/families/rgcn.smk``) checks before any
+job: the schema cannot know which datasets are relational graphs or which baselines exist.
+"""
+
+
+import sys
+from pathlib import Path
+
+
+def check_rgcn_config(section: dict) -> dict:
+    """Check the config's ``rgcn`` section (datasets, dims, contenders); return it or raise ``ValueError``."""
+    from sparsetir.bench.rgcn import check_dataset_name, check_dims
+
+    for name in section["datasets"]:
+        try:
+            check_dataset_name(name)
+        except ValueError as error:
+            raise ValueError(f"config rgcn.datasets: {error}") from None
+    try:
+        check_dims(section["dims"])
+    except ValueError as error:
+        raise ValueError(f"config rgcn.dims: {error}") from None
+    if not section["sparsetir"] and not section["baselines"]:
+        raise ValueError("config rgcn: no contenders (sparsetir and baselines are both empty)")
+    explicit = {name: fmt for name, fmt in section["sparsetir"].items()
+                if fmt is not None and str(fmt).strip().lower() not in ("default", "none", "null", "auto")}
+    if explicit:  # parsing a format imports the compiler: ask the cached code facts (harness_config)
+        from harness_config import code_facts
+
+        facts = code_facts(sorted({("rgms", fmt) for fmt in explicit.values()}))["formats"]
+        for name, fmt in explicit.items():
+            if facts[f"rgms {fmt}"]:
+                raise ValueError(f"config rgcn.sparsetir.{name}: {facts[f'rgms {fmt}']}")
+    return section
+
+
+def main(*, dataset: str, output: Path, settings: dict, data: dict, seed: int, threads: int,
+         timing: dict | None = None) -> list[dict]:
+    """Benchmark ``dataset`` with the ``rgcn`` section's contenders; its ``timing`` (else the config's
+    top-level ``timing``) is the policy."""
+    from prepare_dataset import configure_data_routes
+
+    from sparsetir.bench.case_runner import unavailable_records
+    from sparsetir.bench.records import write_json_atomic
+    from sparsetir.bench.rgcn import EXPERIMENT, check_dims, parse_synthetic
+    from sparsetir.bench.threads import configure_threads
+    from sparsetir.data import load_relational
+
+    configure_data_routes(data)
+    if parse_synthetic(dataset) is None:  # a graph no route provides: say so without loading torch or TVM
+        try:
+            load_relational(dataset)
+        except (OSError, ValueError) as error:
+            records = unavailable_records(experiment=EXPERIMENT, op=EXPERIMENT, dataset=dataset,
+                                          feats=[check_dims(settings["dims"])[0]],
+                                          reason=f"{type(error).__name__}: {error}")
+            print(f"rgcn {dataset}: {records[0]['reason']}", file=sys.stderr)
+            write_json_atomic(output, records)
+            return records
+    for warning in configure_threads(threads):  # spin limits and threads, before torch/TVM load
+        print(warning, file=sys.stderr)
+    import torch
+
+    torch.set_num_threads(threads)
+    from sparsetir.bench.rgcn import benchmark_dataset, default_contenders, format_records
+    from sparsetir.timing import DEFAULT, TimingPolicy
+
+    contenders = default_contenders(settings["sparsetir"], settings["baselines"],
+                                    tune_budget_s=settings.get("tune_budget_s"))
+    records = benchmark_dataset(dataset, contenders, dims=settings["dims"], seed=seed,
+                                timing=TimingPolicy.from_mapping(settings.get("timing") or timing, base=DEFAULT),
+                                memory=False, threads=threads, progress=lambda message: print(message, file=sys.stderr, flush=True))
+    print(format_records(records), file=sys.stderr, flush=True)
+    write_json_atomic(output, records)
+    return records
+
+
+if "snakemake" in globals():
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        main(dataset=snakemake.params.dataset, output=Path(snakemake.output[0]), settings=snakemake.params.settings,
+             data=snakemake.params.data, seed=snakemake.params.seed, threads=snakemake.threads,
+             timing=snakemake.params.timing)

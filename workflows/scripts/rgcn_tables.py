@@ -1,0 +1,277 @@
+"""Workflow step: the R-GCN tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
+
+From the records of every dataset (``sparsetir.bench.rgcn``):
+
+- ``speedup.csv`` (long): one row per (dataset, contender), contenders and datasets that did not
+  run included with their reason; milliseconds per inference (median, p20, p80, mean), the
+  speedup over the best baseline of that dataset (``best baseline median / median``, > 1 is
+  faster; ``_mean`` from the means), peak memory (MiB; ``sparsetir.bench.rgcn`` says how it is
+  measured), and the conversion, compile and tuning times.
+- ``speedup.md``: ms per inference (dataset x contender), sparsetir over the best baseline per
+  dataset with the geometric mean, peak memory, preparation times, and what did not run and why.
+- ``speedup.tex``: the ms-per-inference table with the speedup columns (booktabs).
+
+"Best baseline" is the fastest timed baseline of the dataset (PyG ``RGCNConv``/``FastRGCNConv``,
+DGL ``RelGraphConv``, the two plain torch ones); Graphiler cannot be installed and has a row
+saying so.
+"""
+
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+SPARSETIR = "sparsetir"
+ALL = "*"
+# The issue's CPU target: end-to-end inference >= 3x geomean over the best baseline, none below 1.5x,
+# and peak memory no higher than the best baseline's.
+TARGET_GEOMEAN = 3.0
+TARGET_MIN = 1.5
+MIB = 2 ** 20
+COLUMNS = ["dataset", "contender", "kind", "variant", "status", "reason", "nodes", "edges", "relations", "dims",
+           "median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "best_baseline", "best_baseline_ms",
+           "best_baseline_mean_ms", "speedup_vs_best_baseline", "speedup_vs_best_baseline_mean", "peak_mib", "prepare_peak_mib", "resident_mib", "memory_note",
+           "convert_ms", "compile_s", "tune_s"]
+
+
+def _kind(record: dict) -> str:
+    rgcn = record.get("rgcn") or {}
+    if rgcn.get("kind"):
+        return rgcn["kind"]
+    return SPARSETIR if record["contender"].startswith(SPARSETIR) else "baseline"
+
+
+def rgcn_frame(records: Iterable[dict]) -> pd.DataFrame:
+    """The long table (see the module docstring); a later record of a (dataset, contender) wins."""
+    rows = []
+    for record in records:
+        stats = record.get("stats") or {}
+        times = record.get("times") or {}
+        memory = record.get("memory") or {}
+        rgcn = record.get("rgcn") or {}
+        shape = record.get("shape") or [None]
+        rows.append({
+            "dataset": record["dataset"], "contender": record["contender"], "kind": _kind(record),
+            "variant": record.get("variant"), "status": record["status"], "reason": record.get("reason"),
+            "nodes": shape[0], "edges": record.get("nnz"), "relations": rgcn.get("num_relations"),
+            "dims": "/".join(str(d) for d in rgcn["dims"]) if rgcn.get("dims") else None,
+            **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
+            "samples": stats.get("n"),
+            "peak_mib": memory["peak_bytes"] / MIB if "peak_bytes" in memory else None,
+            "prepare_peak_mib": memory["prepare_peak_bytes"] / MIB if "prepare_peak_bytes" in memory else None,
+            "resident_mib": memory["resident_bytes"] / MIB if "resident_bytes" in memory else None,
+            "memory_note": memory.get("error"),
+            "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
+            "compile_s": times.get("compile_s"), "tune_s": times.get("tune_s"),
+        })
+    if not rows:
+        raise ValueError("no R-GCN records to aggregate")
+    frame = pd.DataFrame(rows).drop_duplicates(subset=["dataset", "contender"], keep="last").reset_index(drop=True)
+    frame["variant"] = frame["variant"].fillna("")
+    for column in ("median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "peak_mib", "prepare_peak_mib",
+                   "resident_mib", "convert_ms", "compile_s", "tune_s", "nodes", "edges", "relations"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    timed = frame[(frame["status"] == "ok") & (frame["kind"] == "baseline") & frame["median_ms"].notna()]
+    best = timed.loc[timed.groupby("dataset")["median_ms"].idxmin(), ["dataset", "contender", "median_ms", "mean_ms"]]
+    best = best.rename(columns={"contender": "best_baseline", "median_ms": "best_baseline_ms",
+                                "mean_ms": "best_baseline_mean_ms"})
+    frame = frame.merge(best, on="dataset", how="left")
+    frame["speedup_vs_best_baseline"] = frame["best_baseline_ms"] / frame["median_ms"]
+    frame["speedup_vs_best_baseline_mean"] = frame["best_baseline_mean_ms"] / frame["mean_ms"]
+    return frame[COLUMNS]
+
+
+def geomean(values: Iterable[float]) -> float:
+    values = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def _ordered(frame: pd.DataFrame, dataset_order: Sequence[str]) -> list[str]:
+    present = list(dict.fromkeys(frame["dataset"]))
+    return [d for d in dataset_order if d in present] + [d for d in present if d not in dataset_order]
+
+
+def _contenders(frame: pd.DataFrame) -> list[str]:
+    names = [c for c in dict.fromkeys(frame["contender"]) if c != ALL]
+    return sorted(names, key=lambda name: (not name.startswith(SPARSETIR), names.index(name)))
+
+
+def _cell(value, digits: int = 2) -> str:
+    return "—" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.{digits}f}"
+
+
+def wide(frame: pd.DataFrame, column: str, dataset_order: Sequence[str], digits: int = 2) -> pd.DataFrame:
+    """Dataset x contender table of ``column``; "—" where a contender has no value, and the row of an
+    unavailable dataset says so."""
+    contenders = _contenders(frame)
+    rows = []
+    for dataset in _ordered(frame, dataset_order):
+        mine = frame[frame["dataset"] == dataset].set_index("contender")
+        if ALL in mine.index and len(mine) == 1:
+            rows.append({"dataset": dataset, **{c: "unavailable" for c in contenders}})
+            continue
+        rows.append({"dataset": dataset, **{c: _cell(mine[column].get(c), digits) for c in contenders}})
+    return pd.DataFrame(rows, columns=["dataset", *contenders])
+
+
+def speedup_summary(frame: pd.DataFrame, dataset_order: Sequence[str]) -> pd.DataFrame:
+    """Per sparsetir contender and dataset: its ms, the best baseline and its ms, the speedups, and
+    the memory of both; then a geometric-mean row per sparsetir contender."""
+    rows = []
+    ours = [c for c in _contenders(frame) if frame.loc[frame["contender"] == c, "kind"].eq(SPARSETIR).any()]
+    for contender in ours:
+        mine = []
+        for dataset in _ordered(frame, dataset_order):
+            row = frame[(frame["dataset"] == dataset) & (frame["contender"] == contender)]
+            if row.empty:
+                continue
+            row = row.iloc[0]
+            baseline = frame[(frame["dataset"] == dataset) & (frame["contender"] == row["best_baseline"])]
+            baseline_memory = baseline["peak_mib"].iloc[0] if len(baseline) else math.nan
+            lowest = frame[(frame["dataset"] == dataset) & (frame["kind"] == "baseline")
+                           & (frame["status"] == "ok")]["peak_mib"].min()
+            mine.append({"sparsetir": contender, "dataset": dataset,
+                         "sparsetir ms": _cell(row["median_ms"], 3),
+                         "best baseline": row["best_baseline"] if isinstance(row["best_baseline"], str) else "—",
+                         "baseline ms": _cell(row["best_baseline_ms"], 3),
+                         "speedup (median)": _cell(row["speedup_vs_best_baseline"]),
+                         "speedup (mean)": _cell(row["speedup_vs_best_baseline_mean"]),
+                         "sparsetir MiB": _cell(row["peak_mib"], 1), "best baseline MiB": _cell(baseline_memory, 1),
+                         "lowest baseline MiB": _cell(lowest, 1),
+                         "_speedup": row["speedup_vs_best_baseline"], "_mean": row["speedup_vs_best_baseline_mean"]})
+        rows += mine
+        if mine:
+            rows.append({"sparsetir": contender, "dataset": "geomean", "sparsetir ms": "", "best baseline": "",
+                         "baseline ms": "", "speedup (median)": _cell(geomean(r["_speedup"] for r in mine)),
+                         "speedup (mean)": _cell(geomean(r["_mean"] for r in mine)), "sparsetir MiB": "",
+                         "best baseline MiB": "", "lowest baseline MiB": ""})
+    table = pd.DataFrame(rows)
+    return table.drop(columns=[c for c in ("_speedup", "_mean") if c in table.columns])
+
+
+def target_lines(frame: pd.DataFrame) -> list[str]:
+    """Each sparsetir contender against the targets: geomean and lowest speedup over the best baseline,
+    and its peak memory against the best (fastest) baseline's and the lowest baseline's."""
+    lines = []
+    ours = [c for c in _contenders(frame) if frame.loc[frame["contender"] == c, "kind"].eq(SPARSETIR).any()]
+    for contender in ours:
+        mine = frame[(frame["contender"] == contender) & frame["speedup_vs_best_baseline"].notna()]
+        if mine.empty:
+            lines.append(f"- {contender}: no dataset with both it and a baseline timed; the targets cannot be judged.")
+            continue
+        mean, low = geomean(mine["speedup_vs_best_baseline"]), mine["speedup_vs_best_baseline"].min()
+        met = mean >= TARGET_GEOMEAN and low >= TARGET_MIN
+        lines.append(f"- {contender}: geomean {mean:.2f}x over the best baseline on {len(mine)} dataset(s) "
+                     f"({', '.join(mine['dataset'])}), lowest {low:.2f}x; target >= {TARGET_GEOMEAN:g}x geomean, "
+                     f"none below {TARGET_MIN:g}x: {'met' if met else 'not met'}.")
+        for _, row in mine.iterrows():
+            peers = frame[(frame["dataset"] == row["dataset"]) & (frame["kind"] == "baseline") & (frame["status"] == "ok")]
+            fastest = peers.loc[peers["contender"] == row["best_baseline"], "peak_mib"]
+            fastest = fastest.iloc[0] if len(fastest) else math.nan
+            lowest = peers["peak_mib"].min()
+            if not math.isfinite(row["peak_mib"]) or not math.isfinite(fastest):
+                lines.append(f"  - {row['dataset']}: peak memory not measured for both.")
+                continue
+            lines.append(f"  - {row['dataset']}: peak memory {row['peak_mib']:.1f} MiB against {fastest:.1f} MiB for "
+                         f"the best baseline ({row['best_baseline']}): "
+                         f"{'no higher' if row['peak_mib'] <= fastest else 'higher'}; the lowest of any baseline is "
+                         f"{lowest:.1f} MiB.")
+    return lines
+
+
+def preparation_table(frame: pd.DataFrame, dataset_order: Sequence[str]) -> pd.DataFrame:
+    """Conversion (ms), compile (s) and tuning (s) per timed contender and dataset."""
+    rows = []
+    for dataset in _ordered(frame, dataset_order):
+        for _, row in frame[(frame["dataset"] == dataset) & (frame["status"] == "ok")].iterrows():
+            rows.append({"dataset": dataset, "contender": row["contender"], "variant": row["variant"],
+                         "convert ms": _cell(row["convert_ms"], 1), "compile s": _cell(row["compile_s"], 2),
+                         "tune s": _cell(row["tune_s"], 1), "resident MiB": _cell(row["resident_mib"], 1),
+                         "prepare peak MiB": _cell(row["prepare_peak_mib"], 1)})
+    return pd.DataFrame(rows)
+
+
+def not_run_table(frame: pd.DataFrame) -> pd.DataFrame:
+    rows = frame[frame["status"] != "ok"]
+    notes = frame[(frame["status"] == "ok") & frame["memory_note"].notna()]
+    table = rows[["dataset", "contender", "status", "reason"]]
+    if len(notes):
+        memory = notes[["dataset", "contender"]].assign(status="memory not measured", reason=notes["memory_note"])
+        table = pd.concat([table, memory])
+    return table.reset_index(drop=True)
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    return table.to_markdown(index=False) if len(table) else "(none)"
+
+
+def markdown_report(frame: pd.DataFrame, dataset_order: Sequence[str] = ()) -> str:
+    dims = ", ".join(sorted(set(frame["dims"].dropna()))) or "n/a"
+    lines = [
+        "# rgcn: R-GCN inference, ms per inference (median)",
+        "",
+        f"Two layers (feature/hidden/output {dims}), every contender with the same inputs and weights, checked "
+        "against a float64 reference before timing, timed interleaved with a cache flush before every call. "
+        "Speedups are the best baseline's time over the contender's (> 1 is faster); the best baseline is the "
+        "fastest of PyG RGCNConv/FastRGCNConv, DGL RelGraphConv and the plain torch ones on each dataset. Peak "
+        "memory: highest RSS during inference minus the RSS with the inputs built, each contender in a fresh "
+        "process (sparsetir/bench/rgcn.py).",
+        "",
+        "## ms per inference (median)",
+        "",
+        _markdown(wide(frame, "median_ms", dataset_order, 3)),
+        "",
+        "## sparsetir over the best baseline",
+        "",
+        _markdown(speedup_summary(frame, dataset_order)),
+        "",
+        "## Targets",
+        "",
+        *target_lines(frame),
+        "",
+        "## Peak memory (MiB)",
+        "",
+        _markdown(wide(frame, "peak_mib", dataset_order, 1)),
+        "",
+        "## Preparation: conversion, compile and tuning",
+        "",
+        _markdown(preparation_table(frame, dataset_order)),
+        "",
+        "## Did not run",
+        "",
+        _markdown(not_run_table(frame)),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def latex_table(frame: pd.DataFrame, dataset_order: Sequence[str] = ()) -> str:
+    table = wide(frame, "median_ms", dataset_order, 3)
+    ours = [c for c in table.columns if c.startswith(SPARSETIR)]
+    for contender in ours:
+        speedups = frame[frame["contender"] == contender].set_index("dataset")["speedup_vs_best_baseline"]
+        table[f"{contender} speedup"] = [_cell(speedups.get(d)) for d in table["dataset"]]
+    return table.to_latex(index=False, escape=True)
+
+
+def write_tables(records: list[dict], csv: Path, md: Path, tex: Path, dataset_order: Sequence[str] = ()) -> pd.DataFrame:
+    """Aggregate ``records`` and write the three tables atomically; return the long frame."""
+    from sparsetir.bench.records import write_text_atomic
+
+    frame = rgcn_frame(records)
+    write_text_atomic(csv, frame.to_csv(index=False))
+    write_text_atomic(md, markdown_report(frame, dataset_order))
+    write_text_atomic(tex, latex_table(frame, dataset_order))
+    return frame
+
+
+if "snakemake" in globals():
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        from sparsetir.bench.records import read_records
+
+        write_tables(read_records(snakemake.input.records), snakemake.output.csv, snakemake.output.md,
+                     snakemake.output.tex, snakemake.params.datasets)
