@@ -1,9 +1,19 @@
-"""PyTorch modules on sparsetir's ops.
+"""PyTorch modules on sparsetir's ops: GraphSAGE, its structure and a neighbour sampler.
 
+- :class:`SAGEConv` and :class:`GraphSAGE`: PyG's constructor arguments, ``reset_parameters``
+  and state_dict keys; the aggregation is ``torch.ops.sparsetir.spmm`` (autograd, fake kernel),
+  so ``torch.compile(model, fullgraph=True)`` traces a model whose structure is an edge list,
+  an ``EdgeIndex`` or an ``(indptr, indices)`` pair.
+- :class:`Adjacency` and :func:`as_adjacency`: the structure forms the layers accept.
+- :class:`NeighborSampler`: seeded, vectorised uniform neighbour sampling into per-layer blocks.
 - :class:`RGCN` and :class:`RGCNConv`: R-GCN inference (PyG ``RGCNConv(aggr="mean")``), each
   layer one RGMS kernel over an :class:`RGCNGraph` (normalisation and root weight built in).
 """
 
+from .adjacency import Adjacency, as_adjacency
 from .rgcn import RGCN, RGCNConv, RGCNGraph
+from .sage import GraphSAGE, SAGEConv
+from .sampling import MiniBatch, NeighborSampler
 
-__all__ = ["RGCN", "RGCNConv", "RGCNGraph"]
+__all__ = ["Adjacency", "GraphSAGE", "MiniBatch", "NeighborSampler", "RGCN", "RGCNConv", "RGCNGraph", "SAGEConv",
+           "as_adjacency"]

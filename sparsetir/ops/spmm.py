@@ -14,6 +14,7 @@ from ..formats.structure import SourceAxes
 from ..ir import SparseBuffer, SparseFunction, sparse_iteration
 from ..reference.spmm import SPMM_REFERENCE
 from ..runtime.kernel import Kernel
+from ..runtime.marshal import is_torch
 from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_op
 from .registry import OpSpec, register_op
 
@@ -101,9 +102,14 @@ def spmm(A, B, *, format="csr", target="llvm", out=None, transpose_a: bool = Fal
     Returns
     -------
     numpy array or torch tensor
-        ``A @ B`` (or ``A^T @ B``) with B's type and dtype.
+        ``A @ B`` (or ``A^T @ B``) with B's type and dtype. A torch B (without ``out=``) goes through
+        ``torch.ops.sparsetir.spmm``: differentiable in B and in a torch A's values.
     """
     dtype = check_dense_operand(B, "B")
+    if is_torch(B) and out is None:
+        from .torch_ops import spmm_torch  # noqa: PLC0415 - torch_ops imports this module (an import cycle)
+
+        return spmm_torch(A, B, format=format, target=target, transpose_a=transpose_a, **knobs)
     matrix = read_sparse_input(A)
     inner = matrix.shape[0] if transpose_a else matrix.shape[1]
     if B.shape[0] != inner:

@@ -1,6 +1,7 @@
 """A compiled kernel owns its structure (editing A afterwards changes nothing, item 3); an output
-that overlaps an input is refused (item 4); a torch input that requires grad gets a TypeError
-instead of a silently detached result (item 5); exports load from any working directory and
+that overlaps an input is refused (item 4); a torch input that requires grad gets its gradient
+through the ops, or a TypeError where a call is not recorded by autograd, never a silently
+detached result (item 5); exports load from any working directory and
 sddmm's result owns its structure (items 10 and 11)."""
 
 from __future__ import annotations
@@ -55,19 +56,25 @@ def test_a_partly_overlapping_view_is_refused_and_a_separate_output_is_fine():
     np.testing.assert_allclose(spmm(square, storage[:30], out=out), square @ storage[:30], rtol=1e-5)
 
 
-def test_inputs_that_require_grad_are_a_type_error():
-    B = torch.ones(30, 8, requires_grad=True)
-    with pytest.raises(TypeError, match="requires grad"):
-        spmm(A, B)
-    with pytest.raises(TypeError, match="requires grad"):
-        spmm(A, torch.ones(30, 8), out=torch.zeros(40, 8, requires_grad=True))
+def test_inputs_that_require_grad_get_gradients_through_the_ops_and_a_type_error_elsewhere():
+    B = torch.ones(30, 8, requires_grad=True)  # ops.spmm/sddmm go through torch.ops.sparsetir (issue 17)
+    spmm(A, B).sum().backward()
+    np.testing.assert_allclose(B.grad.numpy(), A.T @ np.ones((40, 8), np.float32), rtol=1e-5)
     X = torch.ones(40, 4, requires_grad=True)
-    with pytest.raises(TypeError, match="requires grad"):
-        sddmm(A, X, torch.ones(30, 4))
+    sddmm(A, X, torch.ones(30, 4)).values().sum().backward()
+    assert X.grad is not None
     At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices.astype(np.int64)),
                                  torch.from_numpy(A.data), size=A.shape).requires_grad_(True)
-    with pytest.raises(TypeError, match="A's values require grad"):
-        spmm(At, torch.ones(30, 8))
+    spmm(At, torch.ones(30, 8)).sum().backward()
+    assert At.grad is not None
+    with pytest.raises(TypeError, match="requires grad"):  # a direct kernel call is not recorded by autograd
+        compile_spmm(A, 8)(torch.ones(30, 8, requires_grad=True))
+    with pytest.raises(TypeError, match="requires grad"):  # out= is written in place: not differentiable
+        spmm(A, torch.ones(30, 8), out=torch.zeros(40, 8, requires_grad=True))
+    with pytest.raises(TypeError, match="requires grad"):
+        spmm(A, torch.ones(30, 8, requires_grad=True), out=torch.zeros(40, 8))
+    with pytest.raises(TypeError, match="A's values require grad"):  # a numpy B gives a numpy result
+        spmm(At, np.ones((30, 8), np.float32))
     with torch.no_grad():  # outside autograd, nothing is lost: it runs
         assert spmm(A, B).shape == (40, 8)
 

@@ -1,0 +1,543 @@
+"""GraphSAGE training benchmark (the ``sage`` experiment): sparsetir.nn against PyG and DGL.
+
+    python -m sparsetir.bench.sage --dataset cora --mode full --epochs 20 [--seed 0 --seed 1] [--json out.json]
+
+Every contender trains the same model (``layers`` SAGEConv layers, mean aggregation, ``hidden``
+features, relu and dropout between layers, Adam, cross-entropy on the training nodes) from the
+same initial weights (one PyG-keyed state_dict per seed) on the same inputs:
+
+- ``full``: the whole graph every epoch (one step);
+- ``minibatch``: batches of ``batch_size`` training nodes, each a fresh structure of per-layer
+  blocks drawn by :class:`sparsetir.nn.NeighborSampler` (fan-out per hop, seeded); the batches are
+  sampled once per epoch and given to every contender in its own structure type. A step gathers
+  the batch's input features, runs forward, backward and the optimiser.
+
+Contenders run interleaved: each epoch, every contender runs one epoch, in an order rotated per
+epoch. An epoch's time is the sum of its steps (``perf_counter``); ``median_ms`` is the median over
+the epochs after ``warmup``; ``compile_s`` is the first epoch's excess over that median (kernel
+compiles, ``torch.compile``, PyG's template generation), with sparsetir's kernel compile and
+conversion seconds beside it (``kernel_compile_s``). Test accuracy is measured after the last
+epoch with a full-graph forward pass. A graph without labels (any registry graph or generator
+spec that is not in ``sparsetir.data.node_classification``) gets seeded random features and
+labels: its rows carry times only (``labelled: false``, no accuracy).
+
+Contenders: ``sparsetir`` (dense features, as the baselines get them), ``sparsetir-sparse-x`` (the
+features as a CSR matrix where they are mostly zeros: the first layer's projections become SpMMs),
+``sparsetir-compiled`` (``torch.compile(fullgraph=True)``),
+and the baselines' ``SAGE_CONTENDERS``: ``pyg-csr``, ``pyg-edge_index``, ``pyg-EdgeIndex``, ``dgl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["BASELINE_CONTENDERS", "SageGraph", "SageSettings", "load_sage_graph", "run_sage",
+           "sparsetir_contender"]
+
+MODES = ("full", "minibatch")
+BASELINE_CONTENDERS = ("pyg-csr", "pyg-edge_index", "pyg-EdgeIndex", "dgl")
+#: The baseline modules and the contenders each declares (``SAGE_CONTENDERS``: name -> factory).
+BASELINE_MODULES = {"baselines.pyg_sage": ("pyg-csr", "pyg-edge_index", "pyg-EdgeIndex"), "baselines.dgl_sage": ("dgl",)}
+
+
+@dataclass(frozen=True)
+class SageSettings:
+    """The training setup shared by every contender."""
+
+    hidden: int = 128
+    layers: int = 3
+    lr: float = 0.01
+    dropout: float = 0.5
+    epochs: int = 10
+    warmup: int = 2
+    fanouts: tuple = (10, 10, 10)
+    batch_size: int = 1024
+    random_features: int = 128
+    random_classes: int = 8
+    split: tuple = (0.6, 0.2, 0.2)
+
+    def __post_init__(self):
+        if self.epochs <= self.warmup:
+            raise ValueError(f"epochs ({self.epochs}) must exceed warmup ({self.warmup}): no epoch would be timed")
+        if len(self.fanouts) != self.layers:
+            raise ValueError(f"fanouts {list(self.fanouts)} must give one hop per layer ({self.layers})")
+
+
+@dataclass
+class SageGraph:
+    """``adj_t`` (float32 CSR, row = target), ``features`` (CSR or dense), labels and the split."""
+
+    name: str
+    adj_t: sp.csr_matrix
+    features: object
+    labels: np.ndarray
+    labelled: bool
+    description: str
+    train: np.ndarray = field(default=None)
+    val: np.ndarray = field(default=None)
+    test: np.ndarray = field(default=None)
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.labels.max()) + 1
+
+
+def load_sage_graph(name: str, settings: SageSettings, seed: int = 0) -> SageGraph:
+    """A labelled graph with its features, or any other graph with seeded random features and labels;
+    the nodes split at random (seeded) into train / val / test."""
+    from ..data.node_classification import labelled_graphs, load_node_classification  # noqa: PLC0415 - after threads
+
+    rng = np.random.default_rng(seed)
+    if name in labelled_graphs():
+        data = load_node_classification(name)
+        graph = SageGraph(name, data.adjacency, data.features, np.asarray(data.labels), True, data.description)
+    else:
+        from ..data import is_generated, names  # noqa: PLC0415 - after the thread settings
+        from .datasets import load_matrix  # noqa: PLC0415 - the baselines package loads with the harness only
+
+        if not is_generated(name) and name not in names():
+            raise KeyError(f"unknown dataset {name!r}: a labelled graph ({', '.join(labelled_graphs())}), another "
+                           "registry graph (random features and labels) or a generator spec")
+        adj = load_matrix(name, seed)
+        if adj.shape[0] != adj.shape[1]:
+            raise ValueError(f"{name} is {adj.shape[0]} x {adj.shape[1]}: GraphSAGE needs a graph (square)")
+        adj = sp.csr_matrix((np.ones(adj.nnz, np.float32), adj.indices, adj.indptr), shape=adj.shape)
+        n = adj.shape[0]
+        features = rng.standard_normal((n, settings.random_features), dtype=np.float32)
+        labels = rng.integers(0, settings.random_classes, n)
+        graph = SageGraph(name, adj, features, labels, False,
+                          f"{name}: random features ({settings.random_features}) and labels: time only")
+    order = rng.permutation(graph.labels.shape[0])
+    train_end = int(round(settings.split[0] * order.size))
+    val_end = train_end + int(round(settings.split[1] * order.size))
+    graph.train, graph.val, graph.test = np.sort(order[:train_end]), np.sort(order[train_end:val_end]), np.sort(
+        order[val_end:])
+    return graph
+
+
+# --- sparsetir's contenders ----------------------------------------------------------------------
+
+class SparsetirSage:
+    """``sparsetir.nn.GraphSAGE``: structures as ``(indptr, indices)`` tensors (full graph) or
+    ``Adjacency`` blocks; ``sparse_features``: the input features as a torch CSR tensor (``"auto"``:
+    where they are sparse enough to gain, :data:`SPARSE_FEATURES_BELOW`); ``compiled``:
+    ``torch.compile(fullgraph=True)`` (full graph only: every batch is a new shape)."""
+
+    def __init__(self, name: str, *, sparse_features: bool = False, compiled: bool = False, format: str = "csr"):
+        self.name, self.sparse_features, self.compiled, self.format = name, sparse_features, compiled, format
+
+    def available(self) -> tuple[bool, str]:
+        import torch  # noqa: PLC0415 - after the thread settings
+
+        from ..version import __version__  # noqa: PLC0415 - next to torch's
+
+        return True, f"sparsetir {__version__} on torch {torch.__version__}"
+
+    def model(self, in_channels, hidden, num_layers, out_channels, dropout, state):
+        from ..nn import GraphSAGE  # noqa: PLC0415 - after the thread settings
+
+        model = GraphSAGE(in_channels, hidden, num_layers, out_channels, dropout=dropout, format=self.format)
+        model.load_state_dict(state)
+        return model
+
+    def full_graph(self, adj_t):
+        import torch  # noqa: PLC0415 - after the thread settings
+
+        return (torch.from_numpy(adj_t.indptr.astype(np.int64)), torch.from_numpy(adj_t.indices.astype(np.int64)))
+
+    def blocks(self, blocks):
+        import torch  # noqa: PLC0415 - after the thread settings
+
+        from ..nn import Adjacency  # noqa: PLC0415 - after the thread settings
+
+        return [Adjacency(torch.from_numpy(indptr), torch.from_numpy(indices), None, sources)
+                for indptr, indices, sources, _targets in blocks]
+
+    def forward(self, model, x, structure):
+        return model(x, structure)
+
+
+def sparsetir_contender(name: str, options: dict | None = None) -> SparsetirSage:
+    """A sparsetir contender from its config options (``sparse_features``, ``compiled``, ``format``)."""
+    options = dict(options or {})
+    unknown = set(options) - {"sparse_features", "compiled", "format"}
+    if unknown:
+        raise ValueError(f"sparsetir contender {name!r}: unknown options {sorted(unknown)}")
+    return SparsetirSage(name, **options)
+
+
+def _baseline_contenders() -> dict:
+    """Contender name -> factory, or the reason its module does not import."""
+    import importlib  # noqa: PLC0415 - the baselines load after the thread settings
+
+    found = {}
+    for module_name, names in BASELINE_MODULES.items():
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as error:  # a library that does not import: its contenders say why
+            found.update({name: f"unavailable: {module_name} does not import: {type(error).__name__}: {error}"
+                          for name in names})
+            continue
+        found.update(module.SAGE_CONTENDERS)
+    return found
+
+
+# --- one benchmark run ----------------------------------------------------------------------------
+
+@dataclass
+class _Run:
+    contender: object
+    model: object = None
+    optimizer: object = None
+    x: object = None
+    rows: object = None  # what a mini-batch step gathers its input rows from
+    full: object = None
+    batches: list = field(default_factory=list)
+    epoch_s: list = field(default_factory=list)
+    status: str = "ok"
+    reason: str | None = None
+    setup_s: float = 0.0
+    kernel_compile_s: float = 0.0
+    eval_model: object = None
+    accuracy: dict = field(default_factory=dict)
+
+
+def _torch_csr(csr: sp.csr_matrix):
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    return torch.sparse_csr_tensor(torch.from_numpy(csr.indptr.astype(np.int64)),
+                                   torch.from_numpy(csr.indices.astype(np.int64)),
+                                   torch.from_numpy(np.array(csr.data, dtype=np.float32)), size=csr.shape)
+
+
+#: ``sparse_features: auto`` keeps features sparse below this density (bag-of-words features: cora 1.3%,
+#: coauthor_cs 0.9%, dblp 0.3%; amazon_cs 35% stays dense: its SpMM would cost more than the dense product).
+SPARSE_FEATURES_BELOW = 0.1
+
+
+def _features(graph: SageGraph, sparse):
+    """(the full-graph input, the source a step gathers its rows from): dense tensors, or for
+    ``sparse`` features (``"auto"``: below :data:`SPARSE_FEATURES_BELOW` density) a torch CSR tensor
+    and the scipy CSR matrix."""
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    if sparse == "auto" and sp.issparse(graph.features):
+        rows, cols = graph.features.shape
+        sparse = graph.features.nnz < SPARSE_FEATURES_BELOW * rows * cols
+    if sparse and sp.issparse(graph.features):
+        csr = graph.features.tocsr()
+        return _torch_csr(csr), csr
+    dense = graph.features.toarray() if sp.issparse(graph.features) else graph.features
+    x = torch.from_numpy(np.array(dense, dtype=np.float32))
+    return x, x
+
+
+def _gather(rows, n_id):
+    """The rows ``n_id`` of the features (a step's input): a dense gather, or a CSR row selection."""
+    if sp.issparse(rows):
+        return _torch_csr(rows[n_id.numpy()])
+    return rows.index_select(0, n_id)  # what x[n_id] computes, without advanced indexing's overhead
+
+
+def _kernel_seconds() -> float:
+    from ..ops import torch_ops  # noqa: PLC0415 - the compiler loads after the thread settings
+
+    stats = torch_ops.stats()
+    return stats["compile_s"] + stats["convert_s"] + stats["validate_s"]
+
+
+def run_sage(dataset: str, mode: str, settings: SageSettings, *, seeds=(0,), contenders: dict | None = None,
+             baselines=BASELINE_CONTENDERS, threads: int | None = None, log=print) -> list[dict]:
+    """Train every contender on ``dataset`` in ``mode`` for each seed; one record per (contender, seed).
+
+    ``contenders``: sparsetir contender name -> options (default: ``sparsetir`` with dense features).
+    A dataset that cannot be loaded gives one ``unavailable`` record per contender (before torch loads).
+    ``threads``: torch's intra-op threads (set before anything runs).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    contenders = {"sparsetir": {}} if contenders is None else contenders
+    names = [*contenders, *baselines]
+    try:
+        graph = load_sage_graph(dataset, settings, seed=0)
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        reason = f"unavailable: {type(error).__name__}: {error}"
+        log(f"sage {dataset} {mode}: {reason}")
+        return [_record(dataset, mode, name, seed, None, settings, status="unavailable", reason=reason)
+                for seed in seeds for name in names]
+    import warnings  # noqa: PLC0415 - with torch
+
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    from .records import provenance  # noqa: PLC0415 - with the rest of the harness
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+    warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
+    log(f"sage {dataset} {mode}: {graph.adj_t.shape[0]:,} nodes, {graph.adj_t.nnz:,} edges, "
+        f"{graph.features.shape[1]} features, {graph.num_classes} classes{'' if graph.labelled else ' (random)'}; "
+        f"{torch.get_num_threads()} thread(s)")
+    baseline_table = _baseline_contenders()
+    records = []
+    for seed in seeds:
+        runs = {}
+        for name in names:
+            if name in contenders:
+                runs[name] = _Run(sparsetir_contender(name, contenders[name]))
+                continue
+            factory = baseline_table.get(name)
+            if factory is None or isinstance(factory, str):
+                runs[name] = _Run(None, status="unavailable", reason=factory or f"unavailable: unknown contender "
+                                  f"{name!r}; known: {', '.join(BASELINE_CONTENDERS)}")
+                continue
+            runs[name] = _Run(factory())
+        sample_s = _train(graph, mode, settings, seed, runs, log)
+        records += [_finish(graph, dataset, mode, name, seed, run, settings, sample_s, provenance) for name, run
+                    in runs.items()]
+    return records
+
+
+def _state(graph: SageGraph, settings: SageSettings, seed: int) -> dict:
+    """The initial weights of every contender (PyG GraphSAGE's keys)."""
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    from ..nn import GraphSAGE  # noqa: PLC0415 - after the thread settings
+
+    torch.manual_seed(seed)
+    model = GraphSAGE(graph.features.shape[1], settings.hidden, settings.layers, graph.num_classes)
+    return {key: value.detach().clone() for key, value in model.state_dict().items()}
+
+
+def _block_arrays(batch) -> list:
+    return [(block.indptr.numpy(), block.indices.numpy(), block.num_cols, block.num_rows) for block in batch.blocks]
+
+
+def _setup(run: _Run, graph: SageGraph, mode: str, settings: SageSettings, state: dict, epoch_batches) -> None:
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    ok, why = run.contender.available()
+    if not ok:
+        run.status, run.reason = "unavailable", f"unavailable: {why}"
+        return
+    started = time.perf_counter()
+    run.model = run.contender.model(graph.features.shape[1], settings.hidden, settings.layers, graph.num_classes,
+                                    settings.dropout, state)
+    run.eval_model = run.model
+    if getattr(run.contender, "compiled", False):
+        if mode != "full":
+            run.status, run.reason = "unavailable", ("unavailable: torch.compile runs full-graph training only "
+                                                     "(every mini-batch is a new shape: a recompile per batch)")
+            return
+        run.model = torch.compile(run.model, fullgraph=True)
+    run.optimizer = torch.optim.Adam(run.model.parameters(), lr=settings.lr)
+    sparse = getattr(run.contender, "sparse_features", False)
+    run.x, run.rows = _features(graph, sparse)
+    if sparse == "auto" and run.x.layout != torch.sparse_csr:  # dense after all: the plain sparsetir run
+        rows, cols = graph.features.shape
+        density = graph.features.nnz / max(1, rows * cols) if sp.issparse(graph.features) else 1.0
+        run.status, run.reason = "unavailable", (f"unavailable: the features are {density:.0%} non-zero, so "
+                                                 "sparse_features=auto keeps them dense (sparsetir's run)")
+        return
+    run.full = run.contender.full_graph(graph.adj_t)
+    if mode == "minibatch":
+        run.batches = [[(torch.from_numpy(batch.n_id), run.contender.blocks(_block_arrays(batch)),
+                         torch.from_numpy(batch.seeds)) for batch in batches] for batches in epoch_batches]
+    run.setup_s = time.perf_counter() - started
+
+
+def _train(graph: SageGraph, mode: str, settings: SageSettings, seed: int, runs: dict, log) -> float:
+    """Interleaved training of every available run; returns the seconds spent sampling batches."""
+    import torch  # noqa: PLC0415 - after the thread settings
+    import torch.nn.functional as F  # noqa: PLC0415 - after the thread settings
+
+    from ..nn import NeighborSampler  # noqa: PLC0415 - after the thread settings
+
+    state = _state(graph, settings, seed)
+    labels = torch.from_numpy(graph.labels.astype(np.int64))
+    train = torch.from_numpy(graph.train)
+    train_labels = labels.index_select(0, train)
+    sample_s = 0.0
+    epoch_batches = []
+    if mode == "minibatch":
+        started = time.perf_counter()
+        sampler = NeighborSampler(graph.adj_t, settings.fanouts, seed=seed)
+        epoch_batches = [list(sampler.batches(graph.train, settings.batch_size, epoch=epoch))
+                         for epoch in range(settings.epochs)]
+        sample_s = time.perf_counter() - started
+    for run in runs.values():
+        if run.status == "ok":
+            try:
+                _setup(run, graph, mode, settings, state, epoch_batches)
+            except Exception as error:  # one contender failing does not stop the others
+                run.status, run.reason = "failed", f"setup: {type(error).__name__}: {error}"
+    active = [name for name, run in runs.items() if run.status == "ok"]
+    for epoch in range(settings.epochs):
+        shift = epoch % max(1, len(active))
+        for name in active[shift:] + active[:shift]:
+            run = runs[name]
+            if run.status != "ok":
+                continue
+            torch.manual_seed(seed * 100_003 + epoch)  # every contender draws the same dropout masks
+            kernels_before = _kernel_seconds()
+            run.model.train()
+            started = time.perf_counter()
+            try:
+                if mode == "full":
+                    run.optimizer.zero_grad(set_to_none=True)
+                    out = run.contender.forward(run.model, run.x, run.full)
+                    F.cross_entropy(out.index_select(0, train), train_labels).backward()
+                    run.optimizer.step()
+                else:
+                    for n_id, blocks, seeds in run.batches[epoch]:
+                        run.optimizer.zero_grad(set_to_none=True)
+                        out = run.contender.forward(run.model, _gather(run.rows, n_id), blocks)
+                        F.cross_entropy(out, labels.index_select(0, seeds)).backward()
+                        run.optimizer.step()
+            except Exception as error:  # recorded; the others go on
+                run.status, run.reason = "failed", f"epoch {epoch}: {type(error).__name__}: {error}"
+                continue
+            run.epoch_s.append(time.perf_counter() - started)
+            run.kernel_compile_s += _kernel_seconds() - kernels_before
+        if epoch == 0 or epoch == settings.epochs - 1:
+            log(f"  seed {seed} epoch {epoch}: " + ", ".join(
+                f"{name} {runs[name].epoch_s[-1] * 1e3:.0f} ms" for name in active if runs[name].epoch_s
+                and len(runs[name].epoch_s) == epoch + 1))
+    for run in runs.values():
+        if run.status == "ok":
+            run.accuracy = _accuracy(run, graph, labels)
+    return sample_s
+
+
+def _accuracy(run: _Run, graph: SageGraph, labels) -> dict:
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    model = run.eval_model
+    model.eval()
+    with torch.no_grad():
+        predicted = run.contender.forward(model, run.x, run.full).argmax(dim=1)
+    return {split: float((predicted[torch.from_numpy(nodes)] == labels[torch.from_numpy(nodes)]).float().mean())
+            for split, nodes in (("val", graph.val), ("test", graph.test))}
+
+
+def _finish(graph, dataset, mode, name, seed, run: _Run, settings, sample_s, provenance) -> dict:
+    if run.status != "ok":
+        return _record(dataset, mode, name, seed, graph, settings, status=run.status, reason=run.reason,
+                       provenance=provenance)
+    timed = run.epoch_s[settings.warmup:]
+    median = float(np.median(timed))
+    accuracy = run.accuracy if graph.labelled else {"val": None, "test": None}
+    return _record(dataset, mode, name, seed, graph, settings, status="ok", provenance=provenance,
+                   epoch_s=run.epoch_s, median_ms=median * 1e3, mean_ms=float(np.mean(timed)) * 1e3,
+                   first_epoch_s=run.epoch_s[0], compile_s=max(0.0, run.epoch_s[0] - median),
+                   kernel_compile_s=run.kernel_compile_s if isinstance(run.contender, SparsetirSage) else None,
+                   setup_s=run.setup_s, sample_s=sample_s, test_acc=accuracy["test"], val_acc=accuracy["val"],
+                   batches=len(run.batches[0]) if run.batches else None)
+
+
+def _record(dataset, mode, contender, seed, graph, settings, *, status, reason=None, provenance=None, **fields) -> dict:
+    """A record of the harness's schema (``bench.records``: ``stats`` over the epochs after warm-up,
+    ``times.compile_s`` and ``setup_s``, the case ``"<dataset> (<mode>)"``, ``feat`` the hidden size),
+    plus the training fields: mode, seed, accuracy, every epoch's seconds, sparsetir's kernel seconds."""
+    from .records import make_record  # noqa: PLC0415 - with the rest of the harness
+
+    extra = {"loadavg": list(os.getloadavg()), "threads_torch": _torch_threads()}
+    timed = fields.get("epoch_s", [None])[settings.warmup:] if fields.get("epoch_s") else None
+    stats = None
+    if status == "ok":
+        samples = [float(t) for t in timed]
+        stats = {"median": float(np.median(samples)), "p20": float(np.percentile(samples, 20)),
+                 "p80": float(np.percentile(samples, 80)), "mean": float(np.mean(samples)),
+                 "min": float(np.min(samples)), "n": len(samples), "samples": samples}
+    record = make_record(
+        experiment="sage", op="sage", device="cpu", dataset=dataset, feat=settings.hidden, contender=contender,
+        status=status, reason=reason, stats=stats, variant=mode,
+        shape=None if graph is None else graph.adj_t.shape, nnz=None if graph is None else int(graph.adj_t.nnz),
+        times={"compile_s": fields.get("compile_s"), "setup_s": fields.get("setup_s")},
+        provenance=provenance(device="cpu", flush=False, extra=extra) if provenance else extra)
+    record.update({
+        "case": f"{dataset} ({mode})", "mode": mode, "seed": seed,
+        "labelled": None if graph is None else graph.labelled,
+        "nodes": None if graph is None else int(graph.adj_t.shape[0]),
+        "edges": None if graph is None else int(graph.adj_t.nnz),
+        "features": None if graph is None else int(graph.features.shape[1]),
+        "classes": None if graph is None else graph.num_classes,
+        "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(settings).items()},
+        "epoch_s": None, "median_ms": None, "mean_ms": None, "first_epoch_s": None, "compile_s": None,
+        "kernel_compile_s": None, "setup_s": None, "sample_s": None, "test_acc": None, "val_acc": None,
+        "batches": None,
+    })
+    record.update(fields)
+    for key in ("median_ms", "mean_ms", "compile_s"):
+        value = record[key]
+        if value is not None and not (isinstance(value, float) and math.isfinite(value) and value >= 0):
+            raise ValueError(f"record {key} must be a finite non-negative number, got {value!r}")
+    return record
+
+
+def _torch_threads():
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def summary(records: list[dict]) -> str:
+    """One line per record: ms per epoch and accuracy, or why it did not run."""
+    lines = []
+    for r in records:
+        if r["status"] == "ok":
+            accuracy = f"test acc {r['test_acc']:.3f}" if r["test_acc"] is not None else "time only"
+            lines.append(f"  {r['dataset']:<12} {r['mode']:<9} seed {r['seed']} {r['contender']:<20} "
+                         f"{r['median_ms']:9.1f} ms/epoch  compile {r['compile_s']:6.2f} s  {accuracy}")
+        else:
+            lines.append(f"  {r['dataset']:<12} {r['mode']:<9} seed {r['seed']} {r['contender']:<20} {r['reason']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sparsetir.bench.sage", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", action="append", required=True)
+    parser.add_argument("--mode", action="append", choices=MODES)
+    parser.add_argument("--seed", action="append", type=int)
+    parser.add_argument("--epochs", type=int, default=SageSettings.epochs)
+    parser.add_argument("--warmup", type=int, default=SageSettings.warmup)
+    parser.add_argument("--contender", action="append", help="sparsetir, sparsetir-sparse-x, sparsetir-compiled")
+    parser.add_argument("--baseline", action="append", help=f"default: {', '.join(BASELINE_CONTENDERS)}")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--json", help="write the records here")
+    args = parser.parse_args(argv)
+    from .threads import configure_threads  # noqa: PLC0415 - before torch and TVM load
+
+    for warning in configure_threads(args.threads):
+        print(warning, file=sys.stderr)
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    torch.set_num_threads(args.threads)
+    options = {"sparsetir": {}, "sparsetir-sparse-x": {"sparse_features": "auto"},
+               "sparsetir-compiled": {"compiled": True}}
+    contenders = {name: options.get(name, {}) for name in (args.contender or ["sparsetir", "sparsetir-sparse-x"])}
+    settings = SageSettings(epochs=args.epochs, warmup=args.warmup)
+    records = []
+    for dataset in args.dataset:
+        for mode in args.mode or ["full"]:
+            found = run_sage(dataset, mode, settings, seeds=args.seed or [0], contenders=contenders,
+                             baselines=args.baseline or BASELINE_CONTENDERS,
+                             log=lambda line: print(line, file=sys.stderr, flush=True))
+            print(summary(found), flush=True)
+            records += found
+    if args.json:
+        from .records import write_json_atomic  # noqa: PLC0415 - with the rest of the harness
+
+        write_json_atomic(args.json, records)
+    return 0 if all(r["status"] in ("ok", "unavailable") for r in records) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""GraphSAGE: :class:`SAGEConv` (PyG's constructor, ``reset_parameters`` and state_dict keys) and
+:class:`GraphSAGE` (n layers, the state_dict keys of PyG's ``GraphSAGE``).
+
+``x'_i = W_r x_i + W_l mean_{j in N(i)} x_j + b``. The neighbour mean is one SpMM
+(``torch.ops.sparsetir.spmm``) whose values are ``1 / degree``, differentiable through
+``transpose_a``. Where the input is wider than the output the layer projects first and
+aggregates the narrower result (``mean(x) W_l^T = mean(x W_l^T)``), as DGL does; then, for a
+graph (sources = targets), one matrix product computes both projections. Node features may be
+a torch sparse CSR tensor (bag-of-words features are mostly zeros): the projections are then
+SpMMs too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .adjacency import Adjacency, as_adjacency
+
+__all__ = ["GraphSAGE", "SAGEConv"]
+
+AGGREGATIONS = ("mean", "sum", "add")
+
+
+def _is_sparse(x) -> bool:
+    return isinstance(x, Tensor) and x.layout in (torch.sparse_csr, torch.sparse_coo)
+
+
+def _sparse_matmul(x: Tensor, weight: Tensor) -> Tensor:
+    """``x @ weight.T`` for sparse CSR/COO features ``x``, through the custom SpMM (weight differentiable)."""
+    csr = x.coalesce().to_sparse_csr() if x.layout == torch.sparse_coo else x
+    values = csr.values().to(weight.dtype)
+    return torch.ops.sparsetir.spmm(csr.crow_indices(), csr.col_indices(), values, weight.t().contiguous(),
+                                    csr.shape[1])
+
+
+def _leading_rows(x: Tensor, rows: int) -> Tensor:
+    """The first ``rows`` rows of dense or sparse CSR features (a block's targets lead its sources)."""
+    if x.layout == torch.sparse_coo:
+        x = x.coalesce().to_sparse_csr()
+    if x.layout != torch.sparse_csr:
+        return x[:rows]
+    crow = x.crow_indices()[:rows + 1]
+    end = crow[-1]
+    return torch.sparse_csr_tensor(crow, x.col_indices()[:end], x.values()[:end], size=(rows, x.shape[1]))
+
+
+#: How much more a multiply-add of an SpMM (a gathered row) costs than one of a dense matrix product,
+#: for choosing whether a layer projects before or after aggregating.
+GATHER_COST = 3
+
+
+def projects_first(sources: int, targets: int, edges: int, in_features: int, out_features: int,
+                   sparse_inputs: bool = False) -> bool:
+    """Whether ``A (x W^T)`` is cheaper than ``(A x) W^T``: the first multiplies every source row by
+    W and aggregates ``out_features``; the second aggregates ``in_features`` and multiplies the
+    target rows only. For a graph (sources = targets) it is ``out_features < in_features``."""
+    if sparse_inputs:  # aggregating first would densify the features
+        return True
+    project = sources * in_features * out_features + GATHER_COST * edges * out_features
+    aggregate = GATHER_COST * edges * in_features + targets * in_features * out_features
+    return project < aggregate
+
+
+def _linear(x: Tensor, layer: nn.Linear) -> Tensor:
+    if _is_sparse(x):
+        out = _sparse_matmul(x, layer.weight)
+        return out if layer.bias is None else out + layer.bias
+    return layer(x)
+
+
+class SAGEConv(nn.Module):
+    """The GraphSAGE operator with mean (or sum) aggregation, computed with sparsetir's SpMM.
+
+    Parameters are PyG's ``SAGEConv``'s:
+
+    in_channels : int or (int, int)
+        Input features (source, target); ``-1``: inferred on the first call (lazy).
+    out_channels : int
+    aggr : str
+        ``"mean"`` (default) or ``"sum"``/``"add"``.
+    normalize : bool
+        L2-normalise the output rows.
+    root_weight : bool
+        Add ``lin_r(x_target)``.
+    project : bool
+        Apply ``relu(lin(x))`` to the sources first.
+    bias : bool
+        ``lin_l`` has a bias.
+    format : str
+        sparsetir only: the format of the aggregation's SpMM (``"csr"``, ``"hyb"``, ``"auto"``, ...).
+
+    The structure (``forward``'s ``edge_index``) is any form :func:`~sparsetir.nn.as_adjacency`
+    takes: an edge list (row 0 sources, row 1 targets), an ``EdgeIndex``, an ``(indptr, indices)``
+    pair, a torch sparse CSR tensor or a scipy matrix (both adj_t: row = target).
+    """
+
+    def __init__(self, in_channels, out_channels: int, aggr: str = "mean", normalize: bool = False,
+                 root_weight: bool = True, project: bool = False, bias: bool = True, format: str = "csr", **kwargs):
+        super().__init__()
+        if not isinstance(aggr, str) or aggr not in AGGREGATIONS:
+            raise ValueError(f"SAGEConv aggregates with {', '.join(AGGREGATIONS)}; got aggr={aggr!r}")
+        unknown = set(kwargs) - {"flow", "node_dim", "decomposed_layers"}
+        if unknown:
+            raise TypeError(f"SAGEConv got unexpected keyword arguments {sorted(unknown)}")
+        if kwargs.get("flow", "source_to_target") != "source_to_target":
+            raise ValueError("SAGEConv supports flow='source_to_target' only")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.aggr, self.normalize, self.root_weight, self.project = aggr, normalize, root_weight, project
+        self.format = format
+        sources, targets = (in_channels, in_channels) if isinstance(in_channels, int) else in_channels
+        if project:
+            if sources <= 0:
+                raise ValueError("'SAGEConv' does not support lazy initialization with `project=True`")
+            self.lin = nn.Linear(sources, sources, bias=True)
+        self.lin_l = _make_linear(sources, out_channels, bias)
+        if root_weight:
+            self.lin_r = _make_linear(targets, out_channels, False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyG's initialisation: kaiming-uniform weights (a = sqrt(5)), biases uniform in +-1/sqrt(fan_in)."""
+        for name in ("lin", "lin_l", "lin_r"):
+            layer = getattr(self, name, None)
+            if layer is not None and not isinstance(layer.weight, nn.parameter.UninitializedParameter):
+                _reset_linear(layer)
+
+    def forward(self, x, edge_index, size: tuple[int, int] | None = None) -> Tensor:
+        """``x``: node features (dense or sparse), or a (sources, targets) pair for a bipartite
+        layer (targets may be None); ``size``: (sources, targets) node counts where the structure
+        does not say."""
+        x_src, x_dst = x if isinstance(x, (tuple, list)) else (x, x)
+        num_sources = size[0] if size is not None else x_src.shape[0]
+        num_targets = size[1] if size is not None else (x_dst.shape[0] if x_dst is not None else None)
+        adj = as_adjacency(edge_index, num_sources, num_targets)
+        if self.project:
+            x_src = _linear(x_src, self.lin).relu()
+        return self.propagate(x_src, x_dst, adj)
+
+    def propagate(self, x_src, x_dst, adj: Adjacency) -> Tensor:
+        """The layer on an :class:`Adjacency`, after ``project`` (what :class:`GraphSAGE` calls)."""
+        lazy = isinstance(self.lin_l.weight, nn.parameter.UninitializedParameter)
+        if self.aggr == "mean":
+            adj = adj.mean(self.lin_l.weight.dtype if not lazy else
+                           (x_src.dtype if x_src.is_floating_point() else torch.float32))
+        if not lazy and projects_first(adj.num_cols, adj.num_rows, adj.indices.shape[0], self.lin_l.in_features,
+                                       self.out_channels, _is_sparse(x_src)):
+            return self._project_first(x_src, x_dst, adj)
+        return self._aggregate_first(x_src, x_dst, adj)
+
+    def _aggregate_first(self, x_src, x_dst, adj: Adjacency) -> Tensor:
+        """``lin_l(A x_src) + lin_r(x_dst)``: the order PyG computes in."""
+        if _is_sparse(x_src):
+            x_src = x_src.to_dense()
+        out = self.lin_l(_spmm(adj, x_src, self.format))
+        return self._finish(out, x_dst)
+
+    def _project_first(self, x_src, x_dst, adj: Adjacency) -> Tensor:
+        """``A (x_src W_l^T) + b + W_r x_dst``: the aggregation over ``out_channels`` features."""
+        if self.root_weight and x_dst is x_src:  # a graph: both projections in one product
+            weight = torch.cat([self.lin_l.weight, self.lin_r.weight], dim=0)
+            both = _sparse_matmul(x_src, weight) if _is_sparse(x_src) else F.linear(x_src, weight)
+            projected, root = both[:, :self.out_channels], both[:, self.out_channels:]
+            out = _spmm(adj, projected.contiguous(), self.format) + root
+            if self.lin_l.bias is not None:
+                out = out + self.lin_l.bias
+            return self._post(out)
+        projected = _sparse_matmul(x_src, self.lin_l.weight) if _is_sparse(x_src) else F.linear(
+            x_src, self.lin_l.weight)
+        out = _spmm(adj, projected, self.format)
+        if self.lin_l.bias is not None:
+            out = out + self.lin_l.bias
+        return self._finish(out, x_dst)
+
+    def _finish(self, out: Tensor, x_dst) -> Tensor:
+        if self.root_weight and x_dst is not None:
+            out = out + _linear(x_dst, self.lin_r)
+        return self._post(out)
+
+    def _post(self, out: Tensor) -> Tensor:
+        return F.normalize(out, p=2.0, dim=-1) if self.normalize else out
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
+
+
+def _spmm(adj: Adjacency, x: Tensor, format: str = "csr") -> Tensor:
+    if x.shape[0] != adj.num_cols:
+        raise ValueError(f"the structure has {adj.num_cols} source nodes but the features have {x.shape[0]} rows")
+    return torch.ops.sparsetir.spmm(adj.indptr, adj.indices, adj.weights(x.dtype), x, adj.num_cols, False, format)
+
+
+def _make_linear(in_features: int, out_features: int, bias: bool) -> nn.Module:
+    if in_features is None or in_features <= 0:
+        return nn.LazyLinear(out_features, bias=bias)
+    return nn.Linear(in_features, out_features, bias=bias)
+
+
+def _reset_linear(layer: nn.Linear) -> None:
+    fan_in = layer.weight.shape[1]
+    bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+    nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5))
+    if layer.bias is not None:
+        nn.init.uniform_(layer.bias, -bound, bound)
+
+
+ACTIVATIONS = {"relu": F.relu, "elu": F.elu, "gelu": F.gelu, "leaky_relu": F.leaky_relu, "tanh": torch.tanh,
+               "sigmoid": torch.sigmoid}
+
+
+class GraphSAGE(nn.Module):
+    """``num_layers`` :class:`SAGEConv` layers (``in -> hidden -> ... -> out``), PyG ``GraphSAGE``'s
+    arguments and state_dict keys (``convs.<i>.lin_l.weight``, ...).
+
+    ``forward(x, edge_index)`` takes one structure for every layer (full-graph training: it is
+    read and normalised once), or a list with one structure per layer (mini-batch blocks, as
+    :class:`~sparsetir.nn.NeighborSampler` makes: each layer's targets are the first rows of its
+    sources). ``act``: an activation name or callable after every layer but the last;
+    ``dropout``: after each activation; other keyword arguments go to every :class:`SAGEConv`.
+    """
+
+    def __init__(self, in_channels: int, hidden_channels: int, num_layers: int, out_channels: int | None = None,
+                 dropout: float = 0.0, act="relu", **kwargs):
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        if isinstance(act, str) and act not in ACTIVATIONS:
+            raise ValueError(f"act must be one of {', '.join(ACTIVATIONS)}, a callable or None; got {act!r}")
+        self.in_channels, self.hidden_channels, self.num_layers = in_channels, hidden_channels, num_layers
+        self.out_channels = hidden_channels if out_channels is None else out_channels
+        self.dropout = float(dropout)
+        self.act = ACTIVATIONS[act] if isinstance(act, str) else act
+        widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [self.out_channels]
+        self.convs = nn.ModuleList(SAGEConv(widths[i], widths[i + 1], **kwargs) for i in range(num_layers))
+
+    def reset_parameters(self) -> None:
+        for conv in self.convs:
+            conv.reset_parameters()
+
+    def forward(self, x, edge_index) -> Tensor:
+        if isinstance(edge_index, list):
+            if len(edge_index) != self.num_layers:
+                raise ValueError(f"{len(edge_index)} blocks for {self.num_layers} layers")
+            structures = edge_index
+        else:
+            adj = as_adjacency(edge_index, x.shape[0])
+            if all(conv.aggr == "mean" for conv in self.convs):
+                adj = adj.mean(self._dtype(x))
+            structures = [adj] * self.num_layers
+        for i, (conv, structure) in enumerate(zip(self.convs, structures)):
+            adj = as_adjacency(structure, x.shape[0])
+            x_dst = _leading_rows(x, adj.num_rows) if isinstance(edge_index, list) else x  # targets lead sources
+            x_src = _linear(x, conv.lin).relu() if conv.project else x
+            x = conv.propagate(x_src, x_dst, adj)
+            if i < self.num_layers - 1:
+                if self.act is not None:
+                    x = self.act(x)
+                if self.dropout:
+                    x = F.dropout(x, p=self.dropout, training=self.training)
+        return x
+
+    def _dtype(self, x) -> torch.dtype:
+        weight = self.convs[0].lin_l.weight
+        return weight.dtype if not isinstance(weight, nn.parameter.UninitializedParameter) else x.dtype
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, num_layers={self.num_layers})"
