@@ -1,13 +1,12 @@
 """Workflow step: the R-GCN figure (seaborn), from ``speedup.csv`` (``rgcn_tables.py``).
 
-``rgcn_inference.png`` has two panels, one bar per (dataset, contender): milliseconds per
+``rgcn_inference.png`` (and ``.svg``) has two panels, one bar per (dataset, contender): milliseconds per
 inference (median, log scale, each sparsetir contender's speedup over the best baseline written
 above its bar) and peak memory (MiB). Contenders or datasets that did not run have no bar; the
 tables say why.
 """
 
 
-import io
 import math
 from pathlib import Path
 
@@ -18,17 +17,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from sparsetir.bench.report import style  # noqa: E402
+
 SPARSETIR = "sparsetir"
 
 
 def _save(figure, path: Path) -> None:
-    """Render to memory, then write atomically."""
-    from sparsetir.bench.records import write_bytes_atomic
-
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
-    plt.close(figure)
-    write_bytes_atomic(path, buffer.getvalue())
+    """PNG and SVG, atomically (``sparsetir.bench.report.style``)."""
+    style.save_figure(figure, path)
 
 
 def inference_figure(frame: pd.DataFrame, path: Path) -> None:
@@ -41,12 +37,14 @@ def inference_figure(frame: pd.DataFrame, path: Path) -> None:
         axis.text(0.5, 0.5, f"rgcn: nothing was timed ({reasons})", ha="center", va="center", wrap=True)
         _save(figure, path)
         return
+    style.apply_style()
     order = list(dict.fromkeys(timed["contender"]))
-    palette = dict(zip(order, sns.color_palette("tab10", len(order))))
+    palette = {name: colour for name, (colour, _) in style.series_styles(order).items()}
     figure, axes = plt.subplots(1, 2, figsize=(max(9, 2.2 * timed["dataset"].nunique() + 7), 4.2))
     bars = sns.barplot(data=timed, x="dataset", y="median_ms", hue="contender", hue_order=order, palette=palette,
                        ax=axes[0])
     axes[0].set_yscale("log")
+    style.plain_log_axis(axes[0], "y")
     axes[0].set_ylabel("ms per inference (median, log)")
     axes[0].set_xlabel("")
     axes[0].set_title("R-GCN inference (2 layers)")
