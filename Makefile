@@ -1,12 +1,12 @@
 # Two commands do all the set-up on a fresh machine:
-#   make test        create .venv (if missing), install sparsetir[test,bench,dgl] under constraints.txt, run pytest
+#   make test        create .venv (if missing), install sparsetir[test,bench,dgl,conv] under constraints.txt, run pytest
 #                    (including the smoke workflow, workflows/config/smoke.yaml)
 #   make reproduce   the same set-up, then the default workflow on CPU (embedded + mirror data)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS := test,bench,dgl
-STAMP := $(VENV)/.installed-test-bench-dgl
+EXTRAS := test,bench,dgl,conv
+STAMP := $(VENV)/.installed-test-bench-dgl-conv
 CORES ?= $(shell nproc 2>/dev/null || echo 2)
 SNAKEMAKE := $(VENV)/bin/snakemake
 
@@ -43,7 +43,8 @@ lint: $(STAMP)
 
 # CSR and tuned SpMM against the best CPU library on the benchmark graphs (prints medians and ratios);
 # each case is tuned first for up to BENCH_TUNE_S seconds (or taken from the tuning database).
-# The row "bound: csr, local columns" is the CSR kernel on the same degrees with local columns.
+# The row "csr on local columns" is the CSR kernel on the same degrees with local columns; every row
+# also gets "% bound", against the slowest of the DRAM, gather and flops models (sparsetir/bench/bounds.py).
 bench: $(STAMP)
 	mkdir -p results
 	$(PY) -m sparsetir.bench.quick spmm --dataset all-benchmark $(foreach f,$(BENCH_FEATS),--feat $(f)) \
