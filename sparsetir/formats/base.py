@@ -35,7 +35,9 @@ Capabilities (override what applies; the defaults suit a format that needs none)
     Whether the sub-formats write disjoint output rows (one parallel region is then race-free).
 ``tuning_candidates(matrix, op, device) -> list[str]`` (classmethod)
     The format strings worth trying for ``matrix`` (a validated ``CSRMatrix``); ``[]`` keeps the
-    format out of the tuner's search space. ``tuning_order`` places them in the space.
+    format out of the tuner's search space. ``tuning_order`` places them in the space, and
+    ``tuning_devices`` names the devices whose search spaces include the format at all (a format
+    that measurably loses on a device stays usable there by name).
 ``row_access_cost(matrix) -> float | None``, ``cost_group() -> object``
     A static cost (rows of the dense operand read plus rows of the output written) for
     ranking candidates without measuring (the GPU bundle's short list), and the group a
@@ -105,6 +107,7 @@ class Format:
     input = "csr"
     ops: tuple | None = None
     tuning_order = 100
+    tuning_devices: tuple = ("cpu", "cuda")
     rewrites = True  # False only for the format the ops are written over (CSR)
 
     def __init__(self, *args, **kwargs):

@@ -86,13 +86,14 @@ class RCM(DCSR):
 
     name = "rcm"
     tuning_order = 16
+    tuning_devices = ("cpu",)  # a locality transform for CPU caches
 
     def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str) -> ReorderedMatrix:
         return reordered(canonical, values, rcm_order(canonical), index_dtype)
 
     @classmethod
     def tuning_candidates(cls, matrix, op: str, device: str) -> list[str]:
-        return [cls.name] if device == "cpu" and matrix.shape[0] > 1 else []
+        return [cls.name] if matrix.shape[0] > 1 else []
 
 
 @register_format

@@ -30,7 +30,7 @@ def format_choices(matrix, op: str, device: str = "cpu") -> list[str]:
     if not np.any(np.diff(np.asarray(matrix.indptr, dtype=np.int64))):
         return choices
     for cls in registered_formats():
-        if spec.accepts(cls):
+        if spec.accepts(cls) and device in cls.tuning_devices:
             choices += [choice for choice in cls.tuning_candidates(matrix, op, device) if choice not in choices]
     return choices
 
@@ -43,6 +43,7 @@ class SearchSpace:
     device: str
     formats: list[str]
     knobs: dict[str, tuple] = field(default_factory=dict)
+    _parsed: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # format string -> Format
 
     def default(self) -> dict:
         return {"format": self.formats[0], **{name: values[0] for name, values in self.knobs.items()}}
@@ -55,7 +56,9 @@ class SearchSpace:
 
     def valid(self, config: dict) -> bool:
         """Whether ``config`` can compile: every knob allows its value in the config's format."""
-        fmt = parse_format(config["format"])
+        fmt = self._parsed.get(config["format"])
+        if fmt is None:
+            fmt = self._parsed[config["format"]] = parse_format(config["format"])
         return all(knob(self.device, name).allows(value, fmt, self.device)
                    for name, value in config.items() if name != "format")
 

@@ -32,10 +32,13 @@ def test_format_choices_follow_the_matrix():
     random = _input(sp.random(2000, 2000, density=0.002, format="csr", random_state=3))
     choices = format_choices(random, "spmm")
     assert choices[0] == "csr"
-    assert any(c.startswith("ell:") for c in choices) and any(c.startswith("hyb:1:") for c in choices)
+    assert any(c.startswith("ell:") for c in choices) and not any(c.startswith("hyb") for c in choices)
+    assert any(c.startswith("hyb:1:") for c in format_choices(random, "spmm", "cuda"))  # a GPU format
     assert not any(c.startswith("bsr") for c in choices)  # scattered entries: blocks would be nearly empty
     for choice in choices:
         fmt = parse_format(choice)  # every choice parses
+    for choice in format_choices(random, "spmm", "cuda"):
+        fmt = parse_format(choice)
         if fmt.name == "hyb":
             assert fmt.col_parts * len(fmt.buckets) <= MAX_SUB_FORMATS
     blocky = _input(sp.block_diag([np.ones((8, 8), np.float32)] * 50, format="csr"))
@@ -116,3 +119,4 @@ def test_rcsr_and_prefetch_are_in_the_cpu_spaces():
         space = search_space(op, matrix, "cpu")
         assert f"rcsr:{usable_cores()}" in space.formats and 0 in space.knobs["prefetch"]
     assert search_space("sddmm", matrix, "cpu").default()["prefetch"] == 16  # the CSR SDDMM default
+
