@@ -33,7 +33,7 @@ def test_default_covers_the_paper_graphs_and_the_benchmark_graphs():
     from sparsetir.data import PAPER_GNN_GRAPHS, benchmark_graphs
 
     assert set(PAPER_GNN_GRAPHS) | set(benchmark_graphs()) <= set(DEFAULT["datasets"])
-    assert DEFAULT["feats"] == [32, 64, 128, 256]
+    assert DEFAULT["feats"] == [32, 128]  # full.yaml: 32..512
     assert ("rmat:14:16", 64) in cases(DEFAULT)
 
 
