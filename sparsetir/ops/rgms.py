@@ -14,6 +14,10 @@ dataflows (the knob ``dataflow``):
 
 ``H`` and ``T`` are intermediates the kernel allocates. With no format given, ``csf`` (rows
 outermost, parallel with no atomics) and the dataflow with the fewest flops are chosen.
+
+The knob ``feature_loops`` orders the two feature loops of every product with ``W``: ``kl`` (the
+default: a dot product over ``l`` per output feature ``k``) or ``lk`` (the output features
+innermost: one vectorised row of ``W`` per input feature, accumulators kept in registers).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from .operands import (
 from .registry import OpSpec, check_feat, get_op, register_op
 
 DATAFLOWS = ("edge", "aggregate", "transform")
+FEATURE_LOOPS = ("kl", "lk")
 DEFAULT_FORMAT = "csf"
 
 
@@ -56,9 +61,28 @@ register_knob(Knob("dataflow", ("cpu", "cuda"), None, (None, *DATAFLOWS), _dataf
                    "fewest flops)", scope="op"))
 
 
+def _feature_loops(value):
+    if value not in FEATURE_LOOPS:
+        raise ValueError(f"feature_loops must be one of {FEATURE_LOOPS}, got {value!r}")
+    return value
+
+
+register_knob(Knob("feature_loops", ("cpu", "cuda"), "kl", FEATURE_LOOPS, _feature_loops,
+                   "rgms: the feature loops of each product with W, outermost first: kl (a dot product per output "
+                   "feature) or lk (output features innermost: vectorised, W read row by row)", scope="op"))
+
+
+def _feature_axes(K, L, feature_loops: str):
+    """The two feature axes in loop order, their kinds, and ``pick(it) -> (k, l)`` from the iterators."""
+    if feature_loops == "lk":
+        return [L, K], "RS", lambda it: (it[-1], it[-2])
+    return [K, L], "SR", lambda it: (it[-2], it[-1])
+
+
 def rgms_function(fmt, f_in: int, f_out: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
-                  dataflow: str = "edge", accum_dtype: str | None = None) -> SparseFunction:
-    """The Stage I RGMS in relational format ``fmt`` (see the module docstring for ``dataflow``).
+                  dataflow: str = "edge", accum_dtype: str | None = None, feature_loops: str = "kl") -> SparseFunction:
+    """The Stage I RGMS in relational format ``fmt`` (see the module docstring for ``dataflow`` and
+    ``feature_loops``).
 
     A format in several parts (a list of axes) gets the iterations of each part in turn: the
     first initialises Y, the others accumulate onto it (``init=None``)."""
@@ -74,12 +98,16 @@ def rgms_function(fmt, f_in: int, f_out: int, dtype: str = "float32", idtype: st
     Y = SparseBuffer("Y", (dense_rows, K), dtype)
     if dataflow not in DATAFLOWS:
         raise ValueError(f"dataflow must be one of {DATAFLOWS}, got {dataflow!r}")
+    _feature_loops(feature_loops)
+    features, feature_kinds, pick = _feature_axes(K, L, feature_loops)
     iterations, values = [], []
     if dataflow == "transform":
         T = SparseBuffer("T", (dense_rels, dense_cols, K), dtype)
 
-        @sparse_iteration([dense_rels, dense_cols, K, L], "SSSR", name="transform", accum_dtype=accum_dtype)
-        def transform(r, j, k, l):
+        @sparse_iteration([dense_rels, dense_cols, *features], "SS" + feature_kinds, name="transform",
+                          accum_dtype=accum_dtype)
+        def transform(*it):
+            r, j, (k, l) = it[0], it[1], pick(it)
             T[r, j, k] += X[j, l] * W[r, l, k]
 
         iterations.append(transform)
@@ -87,12 +115,13 @@ def rgms_function(fmt, f_in: int, f_out: int, dtype: str = "float32", idtype: st
         A = SparseBuffer(axes.values, axes.loops, dtype)
         values.append(A)
         iterations += _part_iterations(axes, A, X, W, Y, T if dataflow == "transform" else None, L, K, dtype, dataflow,
-                                       accum_dtype, IDENTITY if index == 0 else None)
+                                       accum_dtype, IDENTITY if index == 0 else None, feature_loops)
     return SparseFunction("rgms", iterations, params=[*values, X, W, Y])
 
 
-def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, init) -> list:
+def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, init, feature_loops="kl") -> list:
     """The iterations of one part of the structure; ``init=None`` accumulates onto Y as it is."""
+    features, feature_kinds, pick = _feature_axes(K, L, feature_loops)
     loops = list(axes.loops)
     kinds = "".join("S" if axis is axes.rows else "R" for axis in loops)
 
@@ -100,10 +129,10 @@ def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, in
         return coordinates[loops.index(axis)]
 
     if dataflow == "edge":
-        @sparse_iteration([*loops, K, L], kinds + "SR", name="rgms" + axes.suffix, atomic=axes.atomic,
+        @sparse_iteration([*loops, *features], kinds + feature_kinds, name="rgms" + axes.suffix, atomic=axes.atomic,
                           accum_dtype=accum_dtype, init=init)
         def edge(*it):
-            i, r, j, k, l = role(it, axes.rows), role(it, axes.relations), role(it, axes.cols), it[-2], it[-1]
+            i, r, j, (k, l) = role(it, axes.rows), role(it, axes.relations), role(it, axes.cols), pick(it)
             Y[i, k] += A[it[:3]] * X[j, l] * W[r, l, k]
 
         return [edge]
@@ -116,10 +145,10 @@ def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, in
             j, l = role(it, axes.cols), it[-1]
             H[(*it[:2], l)] += cast(A[it[:3]] * X[j, l], H.dtype)
 
-        @sparse_iteration([*outer, K, L], "".join("S" if a is axes.rows else "R" for a in outer) + "SR",
+        @sparse_iteration([*outer, *features], "".join("S" if a is axes.rows else "R" for a in outer) + feature_kinds,
                           name="transform" + axes.suffix, atomic=axes.atomic, accum_dtype=accum_dtype, init=init)
         def multiply(*it):
-            i, r, k, l = role(it, axes.rows), role(it, axes.relations), it[-2], it[-1]
+            i, r, (k, l) = role(it, axes.rows), role(it, axes.relations), pick(it)
             Y[i, k] += cast(H[(*it[:2], l)], dtype) * W[r, l, k]
 
         return [gather, multiply]
@@ -169,8 +198,8 @@ def compile_rgms(adj, f_in: int, f_out: int, *, format=None, target="llvm", dtyp
     target, dtype, index_dtype
         As for ``compile_spmm``.
     **knobs
-        ``dataflow`` ("edge", "aggregate", "transform"; default: the fewest flops), ``accum_dtype``
-        and the schedule template's knobs.
+        ``dataflow`` ("edge", "aggregate", "transform"; default: the fewest flops), ``feature_loops``
+        ("kl", "lk"), ``accum_dtype`` and the schedule template's knobs.
 
     Returns
     -------
@@ -200,17 +229,21 @@ def compile_rgms(adj, f_in: int, f_out: int, *, format=None, target="llvm", dtyp
         knobs["accum_dtype"] = "float32"
     if knobs.get("dataflow") is None:
         knobs["dataflow"] = choose_dataflow(matrix, f_in, f_out)
+    if knobs.get("feature_loops") == "kl":
+        del knobs["feature_loops"]  # the default: one kernel (and cache key) whether it is named or not
     knobs = check_op_knobs(knobs, fmt, device)
     convert_s = time.perf_counter() - started
     started = time.perf_counter()
     function = compiled_function(
         "rgms", lambda: rgms_function(fmt, f_in, f_out, dtype, idtype, device, knobs["dataflow"],
-                                      knobs.get("accum_dtype")),
+                                      knobs.get("accum_dtype"), knobs.get("feature_loops", "kl")),
         fmt, (f_in, f_out), dtype, idtype, target, {k: v for k, v in knobs.items() if v is not None}, sizes)
     compile_s = time.perf_counter() - started
     kernel_spec = {"op": "rgms", "format": repr(fmt), "feat": [f_in, f_out], "dtype": dtype, "index_dtype": idtype,
                    "inputs": ["X", "W"], "outputs": ["Y"], "values": list(layout.values) if layout else ["A"],
                    "dataflow": knobs["dataflow"]}
+    if "feature_loops" in knobs:
+        kernel_spec["feature_loops"] = knobs["feature_loops"]
     kernel = Kernel(function, kernel_spec, owned(arrays, matrix), sizes, layout, None if layout else placement)
     kernel.timings = {"convert_s": convert_s, "compile_s": compile_s}
     kernel.matrix = matrix
@@ -254,7 +287,8 @@ def rgms(adj, X, W, *, format=None, target="llvm", out=None, **knobs):
 
 
 RGMS = register_op(OpSpec("rgms", function=rgms_function, compile=compile_rgms, call=rgms, reference=RGMS_REFERENCE,
-                          knobs={"cpu": {"dataflow": ...}, "cuda": {"dataflow": ...}},
+                          knobs={"cpu": {"dataflow": ..., "feature_loops": ...},
+                                 "cuda": {"dataflow": ..., "feature_loops": ...}},
                           default_format=DEFAULT_FORMAT, input="relational",
                           feature_sizes=lambda X, W: (int(X.shape[1]), int(W.shape[2])),
                           feature_args=rgms_feature_args))
