@@ -215,6 +215,20 @@ def _check_against_the_code(config: dict) -> None:
                 raise ValueError(f"config experiments.{op}.options: unknown variant {variant!r}; known: {known}")
 
 
+def check_contenders(family: str, op: str, section: dict) -> None:
+    """An op family's section (``rgcn``, ``conv``): some contender, and every explicit ``sparsetir``
+    format one that ``op`` takes (parsing a format imports the compiler: the cached code facts answer)."""
+    if not section["sparsetir"] and not section["baselines"]:
+        raise ValueError(f"config {family}: no contenders (sparsetir and baselines are both empty)")
+    explicit = {name: fmt for name, fmt in section["sparsetir"].items()
+                if fmt is not None and str(fmt).strip().lower() not in ("default", "none", "null", "auto")}
+    if explicit:
+        facts = code_facts(sorted({(op, fmt) for fmt in explicit.values()}))["formats"]
+        for name, fmt in explicit.items():
+            if facts[f"{op} {fmt}"]:
+                raise ValueError(f"config {family}.sparsetir.{name}: {facts[f'{op} {fmt}']}")
+
+
 def code_facts(format_checks: list[tuple[str, str]]) -> dict:
     """``{"formats": {"<op> <format>": error or None}, "variants": {module: {op: [names]}}}``.
 

@@ -29,17 +29,9 @@ def check_rgcn_config(section: dict) -> dict:
         check_dims(section["dims"])
     except ValueError as error:
         raise ValueError(f"config rgcn.dims: {error}") from None
-    if not section["sparsetir"] and not section["baselines"]:
-        raise ValueError("config rgcn: no contenders (sparsetir and baselines are both empty)")
-    explicit = {name: fmt for name, fmt in section["sparsetir"].items()
-                if fmt is not None and str(fmt).strip().lower() not in ("default", "none", "null", "auto")}
-    if explicit:  # parsing a format imports the compiler: ask the cached code facts (harness_config)
-        from harness_config import code_facts
+    from harness_config import check_contenders
 
-        facts = code_facts(sorted({("rgms", fmt) for fmt in explicit.values()}))["formats"]
-        for name, fmt in explicit.items():
-            if facts[f"rgms {fmt}"]:
-                raise ValueError(f"config rgcn.sparsetir.{name}: {facts[f'rgms {fmt}']}")
+    check_contenders("rgcn", "rgms", section)
     return section
 
 

@@ -1,0 +1,226 @@
+"""Workflow step: the sparse-convolution tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
+
+From the records of every (cloud, voxel size) job (``sparsetir.bench.conv``):
+
+- ``speedup.csv`` (long): one row per (cloud, voxel size, case, contender), those that did not run
+  included with their reason: milliseconds per call (median, p20, p80, mean), the fastest timed
+  baseline of the case and the speedup over it (``best / median``, > 1 is faster; ``_mean`` from
+  the means), the kernel-map building time of the contender's library (``map_ms``: sparsetir's
+  ``kernel_map`` for sparsetir and plain torch, spconv's rules for spconv; set-up, not kernel
+  time), conversion, compile and tuning times, and for a wrong contender the rows that differ.
+- ``speedup.md``: ms per layer (layer x contender), the speedup of each sparsetir contender over
+  the best baseline per layer with its geometric mean and minimum against the issue's target,
+  kernel-map building (sparsetir against spconv), the end-to-end network, and what did not run.
+- ``speedup.tex``: the per-layer ms table (booktabs).
+"""
+
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+SPARSETIR = "sparsetir"
+ALL = "*"
+# The issue's CPU target: per-layer geomean >= 1.5x over the best of spconv and torch, none below 1.0x,
+# kernel-map building no slower than spconv's.
+TARGET_GEOMEAN = 1.5
+TARGET_MIN = 1.0
+COLUMNS = ["cloud", "voxel_size", "case", "layer", "c_in", "c_out", "stride", "level", "inputs", "outputs", "pairs",
+           "contender", "kind", "variant", "status", "reason", "median_ms", "p20_ms", "p80_ms", "mean_ms", "samples",
+           "best_baseline", "best_baseline_ms", "best_baseline_mean_ms", "speedup_vs_best_baseline",
+           "speedup_vs_best_baseline_mean", "map_ms", "map_library", "convert_ms", "compile_s", "tune_s",
+           "wrong_rows"]
+CASE_KEYS = ["cloud", "voxel_size", "case", "layer"]
+
+
+def conv_frame(records: Iterable[dict]) -> pd.DataFrame:
+    """The long table (see the module docstring); a later record of a (case, contender) wins."""
+    rows = []
+    for record in records:
+        stats, times, conv = record.get("stats") or {}, record.get("times") or {}, record.get("conv") or {}
+        rows.append({
+            "cloud": record["dataset"], "voxel_size": conv.get("voxel_size"), "case": conv.get("case", ALL),
+            "layer": conv.get("layer", ALL), **{key: conv.get(key) for key in
+                                                ("c_in", "c_out", "stride", "level", "inputs", "outputs", "pairs")},
+            "contender": record["contender"],
+            "kind": conv.get("kind") or (SPARSETIR if record["contender"].startswith(SPARSETIR) else "baseline"),
+            "variant": record.get("variant"), "status": record["status"], "reason": record.get("reason"),
+            **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
+            "samples": stats.get("n"),
+            "map_ms": conv["map_s"] * 1e3 if conv.get("map_s") is not None else None,
+            "map_library": conv.get("map_library"),
+            "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
+            "compile_s": times.get("compile_s"), "tune_s": times.get("tune_s"), "wrong_rows": conv.get("wrong_rows"),
+        })
+    if not rows:
+        raise ValueError("no conv records to aggregate")
+    frame = pd.DataFrame(rows).drop_duplicates(subset=[*CASE_KEYS, "contender"], keep="last").reset_index(drop=True)
+    frame["variant"] = frame["variant"].fillna("")
+    frame["voxel_size"] = frame["voxel_size"].fillna(-1.0)
+    for column in ("median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "map_ms", "convert_ms", "compile_s",
+                   "tune_s", "wrong_rows", "c_in", "c_out", "stride", "level", "inputs", "outputs", "pairs"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    timed = frame[(frame["status"] == "ok") & (frame["kind"] == "baseline") & frame["median_ms"].notna()]
+    if timed.empty:
+        best = pd.DataFrame(columns=[*CASE_KEYS, "best_baseline", "best_baseline_ms", "best_baseline_mean_ms"])
+    else:
+        best = timed.loc[timed.groupby(CASE_KEYS)["median_ms"].idxmin(), [*CASE_KEYS, "contender", "median_ms",
+                                                                          "mean_ms"]]
+        best = best.rename(columns={"contender": "best_baseline", "median_ms": "best_baseline_ms",
+                                    "mean_ms": "best_baseline_mean_ms"})
+    frame = frame.merge(best, on=CASE_KEYS, how="left")
+    frame["speedup_vs_best_baseline"] = pd.to_numeric(frame["best_baseline_ms"], errors="coerce") / frame["median_ms"]
+    frame["speedup_vs_best_baseline_mean"] = (pd.to_numeric(frame["best_baseline_mean_ms"], errors="coerce")
+                                              / frame["mean_ms"])
+    return frame[COLUMNS]
+
+
+def geomean(values: Iterable[float]) -> float:
+    values = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def _cell(value, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.{digits}f}"
+
+
+def _scan(row) -> str:
+    return row["cloud"] if row["voxel_size"] < 0 else f"{row['cloud']} @ {row['voxel_size']:g} m"
+
+
+def _contenders(frame: pd.DataFrame) -> list[str]:
+    names = [c for c in dict.fromkeys(frame["contender"]) if c != ALL]
+    return sorted(names, key=lambda name: (not name.startswith(SPARSETIR), names.index(name)))
+
+
+def ms_table(frame: pd.DataFrame, case: str) -> pd.DataFrame:
+    """(scan, layer) x contender: median ms ("wrong"/"unavailable"/"failed" where not timed)."""
+    mine = frame[frame["case"] == case]
+    contenders = [c for c in _contenders(frame) if c in set(mine["contender"])]
+    rows = []
+    for _, group in mine.groupby(CASE_KEYS, sort=False):
+        first = group.iloc[0]
+        cells = group.set_index("contender")
+        row = {"scan": _scan(first), "layer": first["layer"], "pairs": _cell(first["pairs"], 0)}
+        for contender in contenders:
+            if contender not in cells.index:
+                row[contender] = "—"
+                continue
+            entry = cells.loc[contender]
+            row[contender] = _cell(entry["median_ms"], 3) if entry["status"] == "ok" else entry["status"]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["scan", "layer", "pairs", *contenders])
+
+
+def speedup_table(frame: pd.DataFrame, case: str) -> tuple[pd.DataFrame, list[str]]:
+    """Per sparsetir contender and case: its ms, the best baseline, the speedups; a geomean/min row each; and
+    one verdict line per sparsetir contender against the target (per-layer cases only)."""
+    rows, verdicts = [], []
+    mine = frame[frame["case"] == case]
+    for contender in [c for c in _contenders(mine) if mine.loc[mine["contender"] == c, "kind"].eq(SPARSETIR).any()]:
+        entries = mine[mine["contender"] == contender]
+        speedups = []
+        for _, entry in entries.iterrows():
+            speedups.append(entry["speedup_vs_best_baseline"])
+            rows.append({"sparsetir": contender, "scan": _scan(entry), "layer": entry["layer"],
+                         "sparsetir ms": _cell(entry["median_ms"], 3),
+                         "best baseline": entry["best_baseline"] if isinstance(entry["best_baseline"], str) else "—",
+                         "baseline ms": _cell(entry["best_baseline_ms"], 3),
+                         "speedup (median)": _cell(entry["speedup_vs_best_baseline"]),
+                         "speedup (mean)": _cell(entry["speedup_vs_best_baseline_mean"]),
+                         "compile s": _cell(entry["compile_s"]), "tune s": _cell(entry["tune_s"], 1)})
+        valid = [s for s in speedups if s is not None and math.isfinite(s)]
+        if valid:
+            rows.append({"sparsetir": contender, "scan": "geomean", "layer": f"min {min(valid):.2f}",
+                         "sparsetir ms": "", "best baseline": "", "baseline ms": "",
+                         "speedup (median)": _cell(geomean(valid)),
+                         "speedup (mean)": _cell(geomean(entries["speedup_vs_best_baseline_mean"])),
+                         "compile s": "", "tune s": ""})
+            if case == "layer":
+                met = geomean(valid) >= TARGET_GEOMEAN and min(valid) >= TARGET_MIN and len(valid) == len(speedups)
+                verdicts.append(f"- **{contender}**: geomean {geomean(valid):.2f}x, minimum {min(valid):.2f}x over "
+                                f"{len(valid)} of {len(speedups)} layers — target (geomean >= {TARGET_GEOMEAN}x, none "
+                                f"below {TARGET_MIN}x) {'met' if met else 'NOT met'}")
+    return pd.DataFrame(rows), verdicts
+
+
+def map_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Per layer: kernel-map building ms of sparsetir and of spconv, and their ratio; plus a verdict line."""
+    rows, ratios = [], []
+    for _, group in frame[frame["case"] == "layer"].groupby(CASE_KEYS, sort=False):
+        ours = group.loc[group["map_library"] == "sparsetir", "map_ms"].dropna()
+        theirs = group.loc[group["map_library"] == "spconv", "map_ms"].dropna()
+        first = group.iloc[0]
+        ratio = theirs.iloc[0] / ours.iloc[0] if len(ours) and len(theirs) else math.nan
+        ratios.append(ratio)
+        rows.append({"scan": _scan(first), "layer": first["layer"], "pairs": _cell(first["pairs"], 0),
+                     "sparsetir map ms": _cell(ours.iloc[0] if len(ours) else None),
+                     "spconv map ms": _cell(theirs.iloc[0] if len(theirs) else None),
+                     "spconv / sparsetir": _cell(ratio)})
+    valid = [r for r in ratios if math.isfinite(r)]
+    verdict = (f"Kernel-map building: sparsetir is {geomean(valid):.2f}x spconv's speed (geomean; minimum "
+               f"{min(valid):.2f}x); no slower than spconv on {sum(r >= 1.0 for r in valid)} of {len(valid)} "
+               f"layers — target {'met' if min(valid) >= 1.0 else 'NOT met'}" if valid else
+               "Kernel-map building: no spconv rules were timed.")
+    return pd.DataFrame(rows), verdict
+
+
+def not_run(frame: pd.DataFrame) -> pd.DataFrame:
+    failed = frame[frame["status"] != "ok"]
+    return failed[["cloud", "voxel_size", "case", "layer", "contender", "status", "reason"]].drop_duplicates(
+        subset=["contender", "status", "reason"])
+
+
+def write_tables(frame: pd.DataFrame, csv: Path, md: Path, tex: Path) -> None:
+    from sparsetir.bench.records import write_bytes_atomic
+
+    write_bytes_atomic(csv, frame.to_csv(index=False).encode())
+    layers = ms_table(frame, "layer")
+    speedups, verdicts = speedup_table(frame, "layer")
+    maps, map_verdict = map_table(frame)
+    network = ms_table(frame, "network")
+    network_speedups, _ = speedup_table(frame, "network")
+    parts = ["# Sparse 3-D convolution (CPU)", "",
+             "Milliseconds per call (median) per layer; every contender was checked against a float64 reference "
+             "before it was timed (a wrong one is not timed: its cell says so). Speedups are over the fastest timed "
+             "baseline of each layer (spconv with all threads or one, plain torch gather-mm-scatter). Kernel maps "
+             "are set-up, timed on their own (below), not part of the kernel times.", ""]
+    if not layers.empty:
+        parts += ["## Per layer (ms, median)", "", layers.to_markdown(index=False), ""]
+    if not speedups.empty:
+        parts += ["## sparsetir over the best baseline, per layer", "", speedups.to_markdown(index=False), "",
+                  *verdicts, ""]
+    if not maps.empty:
+        parts += ["## Kernel-map building (ms, median)", "", maps.to_markdown(index=False), "", map_verdict, ""]
+    if not network.empty:
+        parts += ["## End to end (the network, ms per call, median)", "", network.to_markdown(index=False), ""]
+        if not network_speedups.empty:
+            parts += [network_speedups.to_markdown(index=False), ""]
+    missing = not_run(frame)
+    if not missing.empty:
+        parts += ["## Not run", "", missing.to_markdown(index=False), ""]
+    write_bytes_atomic(md, "\n".join(parts).encode())
+    write_bytes_atomic(tex, (layers if not layers.empty else network).to_latex(index=False).encode())
+
+
+def main(records: list[Path], csv: Path, md: Path, tex: Path) -> pd.DataFrame:
+    from sparsetir.bench.records import read_records
+
+    frame = conv_frame(read_records(records))
+    write_tables(frame, csv, md, tex)
+    return frame
+
+
+if "snakemake" in globals():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        main([Path(p) for p in snakemake.input.records], Path(snakemake.output.csv), Path(snakemake.output.md),
+             Path(snakemake.output.tex))
