@@ -7,9 +7,11 @@ embedded ``data/`` folder, the mirror (``$SPARSETIR_DATA_MIRROR``), then a downl
 format has its own parser module; pickled payloads are only ever read through ``safe_pickle``.
 Every parser takes ``max_nnz`` / ``max_bytes`` and refuses a larger input before allocating
 (:class:`DataTooLargeError`, see ``size_limits``).
-``generate(spec)`` makes seeded R-MAT, power-law and uniform matrices.
+``generate(spec)`` makes seeded R-MAT, power-law and uniform matrices; ``masks`` makes block
+masks for sparse attention (Longformer, BigBird, butterfly) and reads DLMC's pruned weights.
 """
 
+from . import masks
 from .archive_member import archive_members, open_member
 from .cache import CACHE_ENV, cache_dir
 from .csr_canonical import canonical_csr, csr_from_arrays, csr_from_coordinates
@@ -88,6 +90,7 @@ __all__ = [
     "is_generated",
     "load",
     "load_relational",
+    "masks",
     "matrices",
     "mirror_dir",
     "names",

@@ -1,0 +1,82 @@
+"""Block masks for sparse attention: Longformer's band, BigBird's band + global + random blocks,
+the artifact's pixelfly butterfly, and DLMC's pruned weights read from the shared mirror."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparsetir.data import masks
+
+
+def pixelfly(mb: int) -> np.ndarray:
+    """The artifact's ``create_pixelfly`` (sparse-attention/utils.py), rewritten with numpy."""
+    rows, cols = [], []
+    stride = mb // 2
+    while stride >= 1:
+        for blk in range(mb // stride // 2):
+            for i in range(2):
+                for j in range(2):
+                    for k in range(stride):
+                        rows.append(blk * stride * 2 + i * stride + k)
+                        cols.append(blk * stride * 2 + j * stride + k)
+        stride >>= 1
+    layout = np.zeros((mb, mb), bool)
+    layout[rows, cols] = True
+    return layout
+
+
+@pytest.mark.parametrize("blocks", [2, 8, 64, 256])
+def test_butterfly_is_the_artifacts_pixelfly(blocks):
+    np.testing.assert_array_equal(masks.butterfly(blocks * 16, 16), pixelfly(blocks))
+
+
+def test_butterfly_at_the_paper_size_is_over_90_percent_sparse():
+    layout = masks.butterfly(4096, 16)
+    assert layout.shape == (256, 256) and layout.dtype == bool
+    assert masks.sparsity(layout) == pytest.approx(1 - 9 / 256)
+
+
+def test_longformer_is_a_band_of_whole_blocks():
+    layout = masks.longformer(256, 16, 20)  # 20 keys each side: 2 blocks
+    rows, cols = np.nonzero(layout)
+    assert np.abs(rows - cols).max() == 2
+    assert layout.sum() == 16 + 2 * 15 + 2 * 14
+    assert masks.longformer(256, 16, 0).sum() == 16  # the diagonal alone
+
+
+def test_bigbird_has_its_band_global_and_random_blocks():
+    layout = masks.bigbird(1024, 16, 16, 2, 3, seed=7)
+    assert layout[:2].all() and layout[:, :2].all()
+    band = masks.longformer(1024, 16, 16)
+    assert (layout >= band).all()
+    extra = layout & ~band
+    extra[:2] = False
+    extra[:, :2] = False
+    assert (extra.sum(axis=1) <= 3).all() and extra.sum() > 0
+    np.testing.assert_array_equal(layout, masks.bigbird(1024, 16, 16, 2, 3, seed=7))
+    assert not np.array_equal(layout, masks.bigbird(1024, 16, 16, 2, 3, seed=8))
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: masks.longformer(100, 16, 8), "multiple of block"),
+    (lambda: masks.longformer(128, 0, 8), "block"),
+    (lambda: masks.longformer(128, 16, -1), "window"),
+    (lambda: masks.butterfly(96, 16), "power-of-two"),
+    (lambda: masks.bigbird(128, 16, 16, -1, 0), "n_global"),
+])
+def test_bad_arguments_are_refused(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_dlmc_pruned_weights_from_the_mirror(use_mirror):
+    name = "transformer/magnitude/0.9/attention_q"
+    pattern = masks.dlmc(name)
+    assert sp.issparse(pattern) and pattern.shape == (512, 512) and pattern.nnz == 26214
+    assert masks.dlmc(f"dlmc/{name}").nnz == pattern.nnz
+    blocks = masks.dlmc(name, block=32)
+    assert blocks.shape == (16, 16) and blocks.dtype == bool
+    dense = pattern.toarray().reshape(16, 32, 16, 32).any(axis=(1, 3))
+    np.testing.assert_array_equal(blocks, dense)
