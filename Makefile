@@ -2,6 +2,8 @@
 #   make test        create .venv (if missing), install sparsetir[test,bench,dgl,conv] under constraints.txt, run pytest
 #                    (including the smoke workflow, workflows/config/smoke.yaml)
 #   make reproduce   the same set-up, then the default workflow on CPU (embedded + mirror data)
+#   make mutate      mutation testing of the core with mutmut (docs/mutation.md): slow, not in CI;
+#                    MUTATE='<glob>' tests only the mutants whose names match, e.g. 'sparsetir.timing.timer*'
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,7 +18,7 @@ ifneq ($(wildcard $(SHARED_DATA)),)
 export SPARSETIR_DATA_MIRROR ?= $(SHARED_DATA)
 endif
 
-.PHONY: test test-fast lint venv bench reproduce smoke compare report unlock clean
+.PHONY: test test-fast lint mutate venv bench reproduce smoke compare report unlock clean
 
 BENCH_FEATS ?= 32 64 128 256
 BENCH_TUNE_S ?= 30
@@ -40,6 +42,17 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check sparsetir baselines workflows tests
 	$(VENV)/bin/lint-imports
+
+# Mutation testing (docs/mutation.md): mutmut plants one small bug at a time in the modules that
+# [tool.mutmut] in pyproject.toml names and runs the tests that cover it; the verdicts stay in mutants/
+# (git-ignored), so a rerun tests only what changed. Hours for everything: MUTATE narrows it to the
+# mutants whose names match its globs. The list at the end is every mutant the tests did not kill.
+MUTATE ?=
+MUTATE_JOBS ?= $(CORES)
+mutate: $(STAMP)
+	set -f; SPARSETIR_CACHE_DIR=$(abspath .cache/mutate-kernels) TVM_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+		$(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTATE); status=$$?; \
+		$(VENV)/bin/mutmut results; exit $$status
 
 # CSR and tuned SpMM against the best CPU library on the benchmark graphs (prints medians and ratios);
 # each case is tuned first for up to BENCH_TUNE_S seconds (or taken from the tuning database).

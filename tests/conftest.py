@@ -25,6 +25,31 @@ sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 from sparsetir.data import MIRROR_ENV, clear_caches  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kernel_index_per_mutant():
+    """Under mutmut (``make mutate``, docs/mutation.md), give each mutant its own op-level kernel index.
+
+    The index maps an op's key to a kernel an earlier process built and is keyed by a digest of the
+    sources, which is the same for every mutant (mutmut switches mutants at run time), so a mutant of
+    the lowering or of a format would reuse the unmutated kernel. Compiled kernels are keyed by their
+    own IR and stay shared: every entry of the cache but ``index`` is linked into the mutant's folder.
+    """
+    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
+    if "__mutmut_" not in mutant:
+        yield
+        return
+    shared = Path(os.environ["SPARSETIR_CACHE_DIR"])
+    private = shared / "per-mutant" / mutant
+    private.mkdir(parents=True, exist_ok=True)
+    (shared / "kernels").mkdir(exist_ok=True)
+    for entry in shared.iterdir():
+        if entry.name not in ("index", "per-mutant") and not (private / entry.name).exists():
+            (private / entry.name).symlink_to(entry)
+    os.environ["SPARSETIR_CACHE_DIR"] = str(private)
+    yield
+    os.environ["SPARSETIR_CACHE_DIR"] = str(shared)
+
+
 @pytest.fixture(scope="session")
 def mirror_path() -> Path:
     """The real-data mirror: ``$SPARSETIR_DATA_MIRROR``, else ``../shared/data`` next to the repo."""
