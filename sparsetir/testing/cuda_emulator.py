@@ -138,9 +138,15 @@ def _kernel_definition(cuda_source: str, kernel_name: str) -> tuple[str, list[Ke
     return body[match.start() : pos + 1], _parse_params(match.group(1), kernel_name)
 
 
-def check_emulatable(kernel_text: str, kernel_name: str = "kernel") -> None:
-    """Raise :class:`EmulationNotValid` if the kernel needs cooperating threads or unsupported types."""
-    found = [what for pattern, what in _UNSUPPORTED if re.search(pattern, kernel_text)]
+def check_emulatable(kernel_text: str, kernel_name: str = "kernel", *, cooperative: bool = False) -> None:
+    """Raise :class:`EmulationNotValid` if the kernel needs cooperating threads or unsupported types.
+
+    ``cooperative``: the threads of a block run as coroutines that meet at ``__syncthreads``, with
+    ``__shared__`` memory and the warp matrix API (``nvcuda::wmma``) emulated (see
+    ``_COOPERATIVE_PRELUDE``); only what that still cannot model is refused.
+    """
+    allowed = _COOPERATIVE_FEATURES if cooperative else ()
+    found = [what for pattern, what in _UNSUPPORTED if what not in allowed and re.search(pattern, kernel_text)]
     if found:
         raise EmulationNotValid(
             f"emulation is not valid for kernel {kernel_name}: it uses {', '.join(found)}. Running "
@@ -335,14 +341,156 @@ extern "C" void sparsetir_emulate(void** args, const unsigned* dims) {{
 """
 
 
+# --------------------------------------------------------------------------- cooperative blocks
+#
+# Threads that cooperate (shared memory, __syncthreads, tensor cores) cannot run one after the
+# other to completion. In cooperative mode every thread of a block is a coroutine (ucontext) with
+# its own stack: the driver resumes each in turn until it reaches a barrier (or ends), then starts
+# the next round, so a barrier holds every thread until all have arrived. ``__shared__`` arrays
+# become static storage, one copy for the block (blocks run one after another). A warp matrix
+# fragment holds the whole tile in every thread: each thread of a warp loads, multiplies and
+# stores the same tile, which together gives the warp's result (stores write equal values).
+
+_COOPERATIVE_FEATURES = ("__shared__ memory", "__syncthreads barriers", "__syncwarp",
+                         "tensor-core/cooperative/pipeline APIs")
+
+_COOPERATIVE_PRELUDE = r"""
+// ---- cooperative blocks: coroutine threads, barriers, shared memory, warp matrix fragments
+#include <ucontext.h>
+#include <type_traits>
+#define __shared__ static
+static ucontext_t sparsetir_scheduler;
+static ucontext_t* sparsetir_contexts;
+static unsigned sparsetir_current;
+static void __syncthreads() { swapcontext(&sparsetir_contexts[sparsetir_current], &sparsetir_scheduler); }
+static void __syncwarp(unsigned = 0xffffffffu) { __syncthreads(); }
+namespace nvcuda { namespace wmma {
+struct matrix_a {}; struct matrix_b {}; struct accumulator {};
+struct row_major {}; struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment {
+  static constexpr int rows = std::is_same<Use, matrix_b>::value ? K : M;
+  static constexpr int cols = std::is_same<Use, matrix_a>::value ? K : N;
+  static constexpr int num_elements = rows * cols;
+  T x[rows * cols];  // the whole tile, [row][col], in every thread of the warp
+};
+template <class Use, int M, int N, int K, class T, class L, class V>
+static inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, V v) {
+  for (int i = 0; i < f.num_elements; ++i) f.x[i] = (T)v;
+}
+template <class Use, int M, int N, int K, class T, class L, class P>
+static inline void load_matrix_sync(fragment<Use, M, N, K, T, L>& f, const P* p, unsigned ldm) {
+  typedef fragment<Use, M, N, K, T, L> F;
+  for (int r = 0; r < F::rows; ++r)
+    for (int c = 0; c < F::cols; ++c)
+      f.x[r * F::cols + c] = (T)(std::is_same<L, col_major>::value ? p[c * ldm + r] : p[r * ldm + c]);
+}
+template <int M, int N, int K, class T, class P>
+static inline void load_matrix_sync(fragment<accumulator, M, N, K, T>& f, const P* p, unsigned ldm, layout_t layout) {
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c) f.x[r * N + c] = (T)(layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]);
+}
+template <int M, int N, int K, class T, class P>
+static inline void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, T>& f, unsigned ldm, layout_t layout) {
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c) (layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = (P)f.x[r * N + c];
+}
+template <int M, int N, int K, class TD, class TA, class LA, class TB, class LB, class TC>
+static inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
+                            const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC>& c) {
+  float out[M * N];
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float sum = (float)c.x[i * N + j];
+      for (int k = 0; k < K; ++k) sum += (float)a.x[i * K + k] * (float)b.x[k * N + j];
+      out[i * N + j] = sum;
+    }
+  for (int i = 0; i < M * N; ++i) d.x[i] = (TD)out[i];
+}
+} }
+"""
+
+_DYNAMIC_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?(\w+)\s+(\w+)\s*\[\s*\]\s*;")
+_DYNAMIC_SHARED_BYTES = 1 << 20
+
+
+def _cooperative_kernel_text(kernel_text: str) -> str:
+    """Dynamic shared memory (``extern __shared__ T buf[];``) as a static array of 1 MiB, and
+    ``__shared__ alignas(n)`` as ``alignas(n) static`` (C++ wants the attribute first)."""
+    text = _DYNAMIC_SHARED.sub(
+        lambda m: f"alignas(64) static {m.group(1)} {m.group(2)}[{_DYNAMIC_SHARED_BYTES} / sizeof({m.group(1)})];",
+        kernel_text)
+    return re.sub(r"__shared__\s+(alignas\s*\(\s*\d+\s*\)|__align__\s*\(\s*\d+\s*\))", r"\1 static", text)
+
+
+def _cooperative_driver(kernel_name: str, params: list[KernelParam]) -> str:
+    """Every block in turn; its threads as coroutines, resumed round by round until all have ended."""
+    casts = ", ".join(
+        f"({p.ctype})sparsetir_args[{i}]" if p.is_pointer else f"*({p.ctype}*)sparsetir_args[{i}]"
+        for i, p in enumerate(params)
+    )
+    return f"""
+#include <vector>
+static void** sparsetir_args;
+static std::vector<char> sparsetir_ended;
+static void sparsetir_thread() {{
+  {kernel_name}({casts});
+  sparsetir_ended[sparsetir_current] = 1;
+}}
+extern "C" void sparsetir_emulate(void** args, const unsigned* dims) {{
+  const size_t stack_bytes = 256 * 1024;
+  gridDim.x = dims[0]; gridDim.y = dims[1]; gridDim.z = dims[2];
+  blockDim.x = dims[3]; blockDim.y = dims[4]; blockDim.z = dims[5];
+  sparsetir_args = args;
+  const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+  std::vector<ucontext_t> contexts(threads);
+  std::vector<char> stacks((size_t)threads * stack_bytes);
+  sparsetir_contexts = contexts.data();
+  for (unsigned bz = 0; bz < gridDim.z; ++bz)
+  for (unsigned by = 0; by < gridDim.y; ++by)
+  for (unsigned bx = 0; bx < gridDim.x; ++bx) {{
+    blockIdx.x = bx; blockIdx.y = by; blockIdx.z = bz;
+    sparsetir_ended.assign(threads, 0);
+    for (unsigned t = 0; t < threads; ++t) {{
+      getcontext(&contexts[t]);
+      contexts[t].uc_stack.ss_sp = stacks.data() + (size_t)t * stack_bytes;
+      contexts[t].uc_stack.ss_size = stack_bytes;
+      contexts[t].uc_link = &sparsetir_scheduler;
+      makecontext(&contexts[t], sparsetir_thread, 0);
+    }}
+    for (unsigned left = threads; left > 0;) {{
+      left = 0;
+      for (unsigned t = 0; t < threads; ++t) {{
+        if (sparsetir_ended[t]) continue;
+        threadIdx.x = t % blockDim.x; threadIdx.y = (t / blockDim.x) % blockDim.y;
+        threadIdx.z = t / (blockDim.x * blockDim.y);
+        sparsetir_current = t;
+        swapcontext(&sparsetir_scheduler, &contexts[t]);
+        left += !sparsetir_ended[t];
+      }}
+    }}
+  }}
+}}
+"""
+
+
 _CXX_FLAGS = ["-O1", "-std=c++17", "-shared", "-fPIC", "-fno-strict-aliasing", "-w"]
 
 
-def compile_emulator(cuda_source: str, kernel_name: str) -> tuple[Path, list[KernelParam]]:
-    """Compile ``kernel_name`` from the CUDA source into a host library (cached by content hash)."""
+def compile_emulator(cuda_source: str, kernel_name: str, *, cooperative: bool = False) -> tuple[Path, list[KernelParam]]:
+    """Compile ``kernel_name`` from the CUDA source into a host library (cached by content hash).
+
+    ``cooperative``: the threads of each block run as coroutines (``_cooperative_driver``), so
+    shared memory, barriers and the warp matrix API work.
+    """
     kernel_text, params = _kernel_definition(cuda_source, kernel_name)
-    check_emulatable(kernel_text, kernel_name)
-    code = _prelude(kernel_text) + "\n" + kernel_text + "\n" + _driver(kernel_name, params)
+    check_emulatable(kernel_text, kernel_name, cooperative=cooperative)
+    if cooperative:
+        kernel_text = _cooperative_kernel_text(kernel_text)
+        code = (_prelude(kernel_text) + _COOPERATIVE_PRELUDE + "\n" + kernel_text + "\n"
+                + _cooperative_driver(kernel_name, params))
+    else:
+        code = _prelude(kernel_text) + "\n" + kernel_text + "\n" + _driver(kernel_name, params)
     cxx = os.environ.get("CXX") or "g++"
     if shutil.which(cxx) is None:
         raise EmulationError(f"C++ compiler {cxx!r} not found (set $CXX)")
@@ -483,6 +631,7 @@ def emulate_kernel(
     *,
     isolate: bool = True,
     timeout_s: float | None = 600.0,
+    cooperative: bool = False,
 ) -> None:
     """Run ``kernel_name`` from ``cuda_source`` for every (block, thread), updating arrays in place.
 
@@ -491,9 +640,11 @@ def emulate_kernel(
     (x, y, z).  With ``isolate`` (the default) the kernel runs in a child process, so a crash or
     an infinite loop raises :class:`EmulationError` instead of taking this process down.  Any
     write outside an array's bounds (up to 4 KiB away) raises :class:`EmulationError`.
-    Raises :class:`EmulationNotValid` for kernels that use shared memory, barriers or warp ops.
+    Raises :class:`EmulationNotValid` for kernels that use shared memory, barriers or warp ops,
+    unless ``cooperative`` (the threads of a block then run as coroutines meeting at barriers, and
+    ``__shared__`` memory and ``nvcuda::wmma`` fragments are emulated).
     """
-    lib, params = compile_emulator(cuda_source, kernel_name)
+    lib, params = compile_emulator(cuda_source, kernel_name, cooperative=cooperative)
     checked = _check_args(kernel_name, params, list(args))
     dims = _dims(grid, "grid") + _dims(block, "block")
     arrays = [a if p.is_pointer else None for p, a in zip(params, checked)]
@@ -725,13 +876,15 @@ def emulate_module(
     sizes: dict[str, int] | None = None,
     func_name: str | None = None,
     isolate: bool = True,
+    cooperative: bool = False,
 ) -> dict[str, int]:
     """Emulate every kernel launch of a scheduled module on numpy arrays, updating them in place.
 
     ``args`` are the host PrimFunc's arguments, as a list in parameter order or a dict by name.
     Size variables are read from the arrays' shapes (``sizes`` can add or override values).
     ``cuda_source`` is the module's generated CUDA C (``CudaBuildResult.source``).  Only host code
-    that is a straight sequence of launches is supported.  Returns the sizes used.
+    that is a straight sequence of launches is supported.  Returns the sizes used. ``cooperative``
+    is passed to :func:`emulate_kernel` (kernels with shared memory, barriers or tensor cores).
     """
 
     lowered = lower_to_launches(scheduled_mod, target)
@@ -820,5 +973,5 @@ def emulate_module(
             raise ValueError(f"{launch.kernel}: operand count does not match the device function")
         grid = [_evaluate(e, known, lets, f"{launch.kernel} grid") for e in launch.grid]
         block = [_evaluate(e, known, lets, f"{launch.kernel} block") for e in launch.block]
-        emulate_kernel(cuda_source, launch.kernel, kernel_args, grid, block, isolate=isolate)
+        emulate_kernel(cuda_source, launch.kernel, kernel_args, grid, block, isolate=isolate, cooperative=cooperative)
     return known
