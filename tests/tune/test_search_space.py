@@ -13,7 +13,7 @@ from sparsetir.formats.hyb import TUNING_MAX_SUB_FORMATS as MAX_SUB_FORMATS
 from sparsetir.tune.fingerprint import degree_histogram, fingerprint
 from sparsetir.tune.measure import Measurer
 from sparsetir.tune.search import Search
-from sparsetir.tune.space import config_key, format_choices, search_space
+from sparsetir.tune.space import SearchSpace, config_key, format_choices, search_space
 
 
 def _input(A):
@@ -120,3 +120,13 @@ def test_rcsr_and_prefetch_are_in_the_cpu_spaces():
         assert f"rcsr:{usable_cores()}" in space.formats and 0 in space.knobs["prefetch"]
     assert search_space("sddmm", matrix, "cpu").default()["prefetch"] == 16  # the CSR SDDMM default
 
+
+def test_exhaustive_search_proposes_every_candidate_exactly_once():
+    space = SearchSpace("spmm", "cpu", ["csr", "ell:4", "ell:8"], {"unroll": (16, 4)})
+    search = Search(space, "exhaustive")
+    proposed, batch = [], search.propose(4)
+    while batch:
+        proposed += batch
+        batch = search.propose(4)
+    assert sorted(map(config_key, proposed)) == sorted(map(config_key, space.candidates()))
+    assert len(proposed) == 6
