@@ -4,8 +4,16 @@ Compiling and timing are separate phases: a batch of candidates is compiled by a
 of worker processes (``compile_worker``; each fills the on-disk kernel cache), and only then are the
 compiled kernels loaded here, checked against the op's float64 reference, and timed
 together (``timing.time_interleaved`` with the ``TUNING`` policy: cache flush before every
-call), so the
-cores are never shared between compiling and timing.
+call).
+
+:meth:`Measurer.measure` does both for one batch. The tuner may also pipeline them: it hands
+the next batch to the workers (:meth:`~Measurer.submit`), times the current one
+(:meth:`~Measurer.time_compiled`), then waits for the next (:meth:`~Measurer.collect`). While a
+batch compiles during timing, the workers' priority is lowered by ``OVERLAP_NICE``
+(``os.setpriority``, which on Linux reaches the worker's main thread, where the compiler runs)
+so the timing keeps the cores it asks for, and restored afterwards, so a compile the tuner waits
+for runs at full priority. Restoring needs the right to raise a priority (root, ``CAP_SYS_NICE``
+or ``RLIMIT_NICE``); without it the workers stay at the lower priority.
 
 The workers read the problem from a request folder, ``<tmp>/sparsetir-tune-<pid>-*``, removed
 by :meth:`Measurer.close` (or at exit). The process holds a lock on the folder's ``owner.lock``
@@ -25,8 +33,10 @@ import sys
 import tempfile
 import time
 import weakref
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,6 +47,7 @@ from .request import write_request
 
 REQUEST_FOLDER_PREFIX = "sparsetir-tune-"
 _OWNER_LOCK = "owner.lock"
+OVERLAP_NICE = 19  # a batch compiling while the timer samples runs this much lower in priority
 
 
 def _request_folder() -> tuple[Path, int]:
@@ -114,10 +125,31 @@ class Measurement:
     stats: dict | None = None
     compile_s: float | None = None
     error: str | None = None
+    compiled: bool | None = None  # a worker compiled it without error (None: not compiled by a worker)
+    built: bool | None = None  # the kernel library was built for it (False: from the kernel cache)
 
     def to_dict(self) -> dict:
         return {"config": self.config, "median_s": self.median_s, "compile_s": self.compile_s,
-                "error": self.error, "samples": (self.stats or {}).get("n")}
+                "error": self.error, "samples": (self.stats or {}).get("n"), "compiled": self.compiled,
+                "built": self.built}
+
+
+class Compiled(NamedTuple):
+    """A worker's answer for one candidate: seconds, the error (None: compiled), whether it was built
+    now rather than found in the kernel cache (None: unknown or failed)."""
+
+    seconds: float | None
+    error: str | None
+    built: bool | None = None
+
+
+@dataclass
+class CompileBatch:
+    """Candidates handed to the workers by :meth:`Measurer.submit`, answered by :meth:`Measurer.collect`."""
+
+    configs: list[dict]
+    pending: dict[int, list[int]]  # worker -> indices of its configs, in order
+    results: list[Compiled] = field(default_factory=list)
 
 
 class Measurer:
@@ -139,25 +171,66 @@ class Measurer:
         self._request = folder / "request.npz"
         write_request(self._request, op, matrix, feats, dtype, target)
         self._processes: list[subprocess.Popen] = []
+        self._outstanding: CompileBatch | None = None
 
-    def compile(self, configs: list[dict], deadline: float | None = None) -> list[tuple[float | None, str | None]]:
-        """Compile every config in the worker processes (round robin); (seconds, error) each.
+    def _start_workers(self) -> None:
+        command = [sys.executable, "-m", "sparsetir.tune.compile_worker", str(self._request)]
+        self._processes = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                            bufsize=1) for _ in range(self.workers)]
+
+    @contextmanager
+    def yielding_workers(self):
+        """While inside: if a batch is compiling, the workers' priority lowered by ``OVERLAP_NICE``, restored on
+        the way out where allowed."""
+        if self._outstanding is None or not self._processes:
+            yield
+            return
+        lowered = {}
+        for process in self._processes:
+            try:
+                base = os.getpriority(os.PRIO_PROCESS, process.pid)
+                os.setpriority(os.PRIO_PROCESS, process.pid, min(19, base + OVERLAP_NICE))
+                lowered[process.pid] = base
+            except OSError:  # the worker has exited
+                pass
+        try:
+            yield
+        finally:
+            for pid, base in lowered.items():
+                try:
+                    os.setpriority(os.PRIO_PROCESS, pid, base)
+                except OSError:  # not allowed to raise a priority again (or exited): it stays lower
+                    pass
+
+    def submit(self, configs: list[dict]) -> CompileBatch:
+        """Hand ``configs`` to the worker processes (round robin) and return at once.
+
+        One batch is outstanding at a time: collect it before submitting the next.
+        """
+        if self._outstanding is not None:
+            raise RuntimeError("a compile batch is still outstanding: collect it first")
+        if not self._processes:
+            self._start_workers()
+        batch = CompileBatch(list(configs), {}, [Compiled(None, "not compiled")] * len(configs))
+        for index, config in enumerate(batch.configs):
+            worker = index % len(self._processes)
+            self._processes[worker].stdin.write(json.dumps(config) + "\n")
+            batch.pending.setdefault(worker, []).append(index)
+        for process in self._processes:
+            process.stdin.flush()
+        self._outstanding = batch
+        return batch
+
+    def collect(self, batch: CompileBatch, deadline: float | None = None) -> list[Compiled]:
+        """Wait for the workers' answers to ``batch``; one :class:`Compiled` per config.
 
         Workers still compiling at ``deadline`` (a ``time.monotonic()`` value) are killed and
         their candidates reported as timed out; the next batch starts fresh workers.
         """
-        if not self._processes:
-            self._processes = [subprocess.Popen([sys.executable, "-m", "sparsetir.tune.compile_worker",
-                                                 str(self._request)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                text=True, bufsize=1) for _ in range(self.workers)]
-        pending: dict[int, list[int]] = {}  # worker -> indices of its configs, in order
-        for index, config in enumerate(configs):
-            worker = index % len(self._processes)
-            self._processes[worker].stdin.write(json.dumps(config) + "\n")
-            pending.setdefault(worker, []).append(index)
-        for process in self._processes:
-            process.stdin.flush()
-        results: list[tuple[float | None, str | None]] = [(None, "not compiled")] * len(configs)
+        if batch is not self._outstanding:
+            raise RuntimeError("this compile batch is not the outstanding one")
+        self._outstanding = None
+        pending, results = batch.pending, batch.results
         buffers = {worker: b"" for worker in pending}
         broken = False
         with selectors.DefaultSelector() as selector:
@@ -169,7 +242,7 @@ class Measurer:
                 if not events:  # past the deadline: the unfinished candidates time out
                     for indices in pending.values():
                         for index in indices:
-                            results[index] = (None, "compile timed out (tuning budget spent)")
+                            results[index] = Compiled(None, "compile timed out (tuning budget spent)")
                     broken = True
                     break
                 for key, _ in events:
@@ -178,7 +251,7 @@ class Measurer:
                     if not chunk:  # the worker died (e.g. a crash inside the compiler)
                         code = self._processes[worker].wait()
                         for index in pending.pop(worker):
-                            results[index] = (None, f"compile worker exited with code {code}")
+                            results[index] = Compiled(None, f"compile worker exited with code {code}")
                         selector.unregister(key.fd)
                         broken = True
                         continue
@@ -186,7 +259,8 @@ class Measurer:
                     while b"\n" in buffers[worker] and worker in pending:
                         line, buffers[worker] = buffers[worker].split(b"\n", 1)
                         answer = json.loads(line)
-                        results[pending[worker].pop(0)] = (answer["compile_s"], answer["error"])
+                        results[pending[worker].pop(0)] = Compiled(answer["compile_s"], answer["error"],
+                                                                   answer.get("built"))
                         if not pending[worker]:
                             del pending[worker]
                             selector.unregister(key.fd)
@@ -194,12 +268,31 @@ class Measurer:
             self.close_workers(kill=True)
         return results
 
-    def measure(self, configs: list[dict], timing: TimingPolicy = TUNING, deadline: float | None = None
-                ) -> list[Measurement]:
-        """Compile (until ``deadline``), check and time ``configs`` together; one Measurement each."""
+    def abandon(self) -> None:
+        """Drop the outstanding batch, if any: its workers are killed (the next batch starts fresh ones)."""
+        if self._outstanding is not None:
+            self._outstanding = None
+            self.close_workers(kill=True)
+
+    def compile(self, configs: list[dict], deadline: float | None = None) -> list[Compiled]:
+        """Compile every config in the worker processes (round robin); one :class:`Compiled` each.
+
+        Workers still compiling at ``deadline`` (a ``time.monotonic()`` value) are killed and
+        their candidates reported as timed out; the next batch starts fresh workers.
+        """
+        return self.collect(self.submit(configs), deadline)
+
+    def time_compiled(self, configs: list[dict], compiled: list[Compiled] | None = None,
+                      timing: TimingPolicy = TUNING) -> list[Measurement]:
+        """Load, check and time ``configs`` together; one Measurement each.
+
+        ``compiled``: the workers' answers (a candidate that failed to compile is not run); None
+        when the configs were compiled before (the finalists): they load from the kernel cache.
+        """
         results = [Measurement(config) for config in configs]
-        for result, (seconds, error) in zip(results, self.compile(configs, deadline)):
-            result.compile_s, result.error = seconds, error
+        for result, answer in zip(results, compiled or ()):
+            result.compile_s, result.error, result.built = answer.seconds, answer.error, answer.built
+            result.compiled = answer.error is None
         runs = {}
         for index, result in enumerate(results):
             if result.error:
@@ -215,13 +308,20 @@ class Measurer:
             if result.error is None:
                 runs[str(index)] = run
         if runs:
-            stats = time_interleaved(runs, timing)
+            with self.yielding_workers():
+                stats = time_interleaved(runs, timing)
             for name, stat in stats.items():
                 results[int(name)].median_s = stat.median
                 results[int(name)].stats = stat.to_dict()
         return results
 
+    def measure(self, configs: list[dict], timing: TimingPolicy = TUNING, deadline: float | None = None
+                ) -> list[Measurement]:
+        """Compile (until ``deadline``), check and time ``configs`` together; one Measurement each."""
+        return self.time_compiled(configs, self.compile(configs, deadline), timing)
+
     def close(self) -> None:
+        self.abandon()
         self.close_workers()
         self._cleanup()
 
@@ -238,4 +338,6 @@ class Measurer:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
+                process.wait()
+            process.stdout.close()
         self._processes = []
