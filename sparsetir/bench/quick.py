@@ -86,7 +86,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-flush", action="store_true", help="do not flush the cache between calls")
     parser.add_argument("--no-bounds", action="store_true",
                         help="skip measuring the machine (copy, gather and FMA rates, a few seconds) and the "
-                             "'% bound' column (sparsetir.bench.bounds)")
+                             "'%% bound' column (sparsetir.bench.bounds)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write records (stats, environment, setup times) to this file")
     args = parser.parse_args(argv)
@@ -104,13 +104,20 @@ def sparsetir_contenders(formats: list[str] | None) -> dict[str, str]:
     return {f"{SPARSETIR}[{fmt}]": fmt for fmt in formats}
 
 
-def tuned_contender(tune, op: str, A: sp.csr_matrix, feat: int, budget_s: float, seed: int) -> dict:
-    """``tune``'s configuration for one case, as a contender spec (see ``engine.contender_config``)."""
+def tuned_contender(tune, op: str, A: sp.csr_matrix, feat: int, budget_s: float, seed: int,
+                    bound_s: float | None = None) -> dict:
+    """``tune``'s configuration for one case, as a contender spec (see ``engine.contender_config``), with
+    the tuner's report of the case (candidates compiled and measured, the default's, the best's and
+    ``bound_s``'s times) under ``"tuning"``."""
     try:
-        result = tune(op, A, feat, budget_s=budget_s, seed=seed)
+        result = tune(op, A, feat, budget_s=budget_s, seed=seed, bound_s=bound_s)
     except Exception as error:  # the other contenders still run; the row says why
         return {"error": f"unavailable: tuning: {type(error).__name__}: {error}"}
-    return {"config": result.config, "tune_s": result.tune_s}
+    return {"config": result.config, "tune_s": result.tune_s,
+            "tuning": {"report": result.report(), "from_database": result.from_database,
+                       **{name: getattr(result, name) for name in (
+                           "compiled", "kernels_built", "measured", "trials", "default_median_s", "median_s",
+                           "bound_s", "speedup_over_default")}}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,26 +173,33 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for feat in args.feat:
             case = make_case(A, feat, np.random.default_rng(args.seed))
+            bounds = None if machine is None else case_bounds(
+                machine, op=args.op, shape=A.shape, nnz=A.nnz, feat=feat, min_bytes=case.min_bytes,
+                flops=get_reference(args.op).flops(A.nnz, feat))
             contenders = sparsetir_contenders(args.formats)
+            tuning = None
             if args.tune:
-                contenders[f"{SPARSETIR}-tuned"] = tuned_contender(tune, args.op, A, feat, args.tune, args.seed)
+                tuned = tuned_contender(tune, args.op, A, feat, args.tune, args.seed,
+                                        bounds["tight_s"] if bounds else None)
+                tuning = tuned.pop("tuning", None)
+                contenders[f"{SPARSETIR}-tuned"] = tuned
             excluded = set(args.exclude) | (set() if args.dense else {DENSE_CONTENDER})
             rows = contender_rows(args.op, A, case, contenders, exclude=excluded,
                                   kernel_factory=kernel_factory)
             if args.locality_bound:
                 rows.append(locality_bound_row(args.op, A, case, {"format": "csr"}, kernel_factory))
-            bounds = None if machine is None else case_bounds(
-                machine, op=args.op, shape=A.shape, nnz=A.nnz, feat=feat, min_bytes=case.min_bytes,
-                flops=get_reference(args.op).flops(A.nnz, feat))
             time_rows(args.op, rows, case, copy["bytes_per_s"], timing, bounds=bounds)
             print(f"\n{dataset} ({A.shape[0]:,} x {A.shape[1]:,}, {A.nnz:,} nnz), feat {feat}")
             if bounds:
                 print(f"bounds: dram {bounds['dram_s'] * 1e3:.3f} ms, gather ({bounds['gather_level']}) "
                       f"{bounds['gather_s'] * 1e3:.3f} ms, flops {bounds['flops_s'] * 1e3:.3f} ms; "
                       f"'% bound' is against {bounds['tight']}")
+            if tuning:
+                print(f"tuning{' (database hit)' if tuning['from_database'] else ''}: {tuning['report']}")
             print(format_rows(rows))
             all_rows.append(rows)
-            records.extend({**record(dataset, A, feat, case, row), "bounds": bounds} for row in rows)
+            records.extend({**record(dataset, A, feat, case, row), "bounds": bounds, "tuning": tuning}
+                           for row in rows)
     print()
     print(geomean_line(all_rows))
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -92,9 +93,13 @@ def test_tune_adds_a_tuned_contender_with_its_tuning_time(tmp_path, monkeypatch,
     out_json = tmp_path / "records.json"
     assert quick.main(["spmm", "--dataset", SMALL, "--feat", "8", *FAST, "--tune", "2",
                        "--json", str(out_json)]) == 0
-    assert "sparsetir-tuned" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "sparsetir-tuned" in out and re.search(r"tuning: \d+ compiled .*, \d+ measured; default ", out)
     tuned = next(r for r in json.loads(out_json.read_text())["records"] if r["contender"] == "sparsetir-tuned")
     assert tuned["ok"] and tuned["timings"]["tune_s"] > 0
+    tuning = tuned["tuning"]  # the tuner's report of the case, beside every row of it
+    assert tuning["measured"] >= 1 and tuning["compiled"] >= tuning["measured"] and tuning["median_s"] > 0
+    assert tuning["bound_s"] is None  # --no-bounds: no bound to report
     assert (tmp_path / "db.jsonl").read_text().count("\n") == 1
 
 
