@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .batched import BATCHED, BatchedKernel
 from .function import CompiledFunction, sidecar
 from .kernel import Kernel, load_kernel
 from .loader import cuda_available
@@ -25,8 +26,9 @@ def load(path):
 
     Returns
     -------
-    Kernel or CompiledFunction
-        A kernel is called as it was before export, e.g. ``kernel(B, out=None, values=None)``.
+    Kernel, BatchedKernel or CompiledFunction
+        A kernel is called as it was before export, e.g. ``kernel(B, out=None, values=None)``
+        (``kernel(q, k, v, out=None)`` for sparse attention).
 
     Raises
     ------
@@ -37,9 +39,14 @@ def load(path):
     manifest = sidecar(path, ".json")
     if not manifest.exists():
         raise FileNotFoundError(f"{manifest} not found: export with Kernel.export(path) first")
-    if "kernel" in json.loads(manifest.read_text()):
+    meta = json.loads(manifest.read_text())
+    if "kernel" in meta:
+        kernel = meta["kernel"] if isinstance(meta, dict) else None
+        spec = kernel.get("spec") if isinstance(kernel, dict) else None
+        if isinstance(spec, dict) and BATCHED in spec:
+            return BatchedKernel.load(path)
         return load_kernel(path)
     return CompiledFunction(path)
 
 
-__all__ = ["CompiledFunction", "Kernel", "cuda_available", "load"]
+__all__ = ["BatchedKernel", "CompiledFunction", "Kernel", "cuda_available", "load"]

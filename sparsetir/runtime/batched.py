@@ -1,0 +1,218 @@
+"""A kernel bound to one structure whose dense operands are ``(batch, heads, rows, dim)``.
+
+Block-sparse attention (``ops.sparse_attention``) compiles one structure (a mask over
+``rows x rows``) and runs it on any batch: the compiled function takes each operand as
+``(g, rows', dim)``, where ``g`` (a size parameter) is ``batch * heads`` for a mask shared by all
+heads and ``batch`` for a mask per head (then ``rows' = heads * rows``: the heads are stacked).
+Both are views of a contiguous ``(batch, heads, rows, dim)`` array, so operands pass without a
+copy. When the mask was compiled for more rows than the operands have (a sequence that its
+block does not divide), the operands are copied into zero-padded arrays and the result back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .function import SIDECAR_SHA256, CompiledFunction, check_digest, file_sha256, sidecar
+from .marshal import aligned_empty, check_no_grad, is_torch, may_overlap
+from .validate import dtype_name
+
+BATCHED = "batched"  # the spec key marking a BatchedKernel export
+
+
+class BatchedKernel:
+    """Call as ``kernel(*inputs, out=None)`` with ``(batch, heads, rows, dim)`` operands.
+
+    ``spec``: ``op``, ``inputs``/``outputs`` (parameter names), ``dtype``, and under ``batched``:
+    ``size`` (the batch size parameter), ``heads`` (a stacked mask's heads, or None), ``rows``
+    (per input and output: the rows the operand has, and the padded rows the kernel reads) and
+    ``dim``.
+    """
+
+    def __init__(self, function: CompiledFunction, spec: dict, bound: dict, sizes: dict):
+        self.function = function
+        self.spec = spec
+        self.batched = spec[BATCHED]
+        self.sizes = dict(sizes)
+        self._bound = dict(bound)
+        self._prepared: dict | None = None
+        self.timings: dict = {}
+
+    # -- what the kernel is ----------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        """Generated source: CUDA C for CUDA kernels, LLVM IR for CPU kernels."""
+        return self.function.source
+
+    @property
+    def device(self) -> str:
+        return self.function.device
+
+    @property
+    def dtype(self) -> str:
+        return self.spec["dtype"]
+
+    @property
+    def heads(self) -> int | None:
+        """The heads of a mask per head (the operands must have that many); None for a shared mask."""
+        return self.batched["heads"]
+
+    def output_shape(self, *inputs) -> tuple:
+        """The output's shape for these operands: the first's, with the output's rows."""
+        batch, heads = inputs[0].shape[:2]
+        rows, _ = self.batched["rows"][self.spec["outputs"][0]]
+        return (int(batch), int(heads), rows, self.batched["dim"])
+
+    # -- calls -------------------------------------------------------------------------------
+    def __call__(self, *inputs, out=None):
+        names = self.spec["inputs"]
+        if len(inputs) != len(names):
+            raise TypeError(f"{self.spec['op']} kernel takes {len(names)} operand(s) {names}, got {len(inputs)}")
+        if self.device == "cuda":
+            self.function.kernel()  # a clear RuntimeError where no GPU is present
+        first = inputs[0]
+        for name, array in zip(names, inputs):
+            self._check_operand(name, array, first)
+        output_name = self.spec["outputs"][0]
+        shape = self.output_shape(*inputs)
+        if out is None:
+            out = _empty_like(first, shape, self.dtype)
+        else:
+            self._check_operand("out", out, first, rows_of=output_name)
+            check_no_grad(out, "out")
+            for name, array in zip(names, inputs):
+                if may_overlap(out, array):
+                    raise ValueError(f"out shares memory with {name}; the kernel would read what it overwrites: "
+                                     "pass a separate output array (or none, for a new one)")
+        batch, heads = (int(d) for d in first.shape[:2])
+        groups = batch if self.heads is not None else batch * heads
+        arrays = {name: self._kernel_view(name, array, groups) for name, array in zip(names, inputs)}
+        staged = self._padded(output_name, out)
+        if staged is None and not _contiguous(out):
+            staged = _empty_like(out, tuple(out.shape), self.dtype)
+        arrays[output_name] = _grouped(staged if staged is not None else out, groups)
+        self.function.invoke(arrays, {**self.sizes, self.batched["size"]: groups}, self._structure())
+        if staged is not None:
+            out[...] = staged[:, :, :out.shape[2]]
+        return out
+
+    def _check_operand(self, name: str, array, first, *, rows_of: str | None = None) -> None:
+        if not (isinstance(array, np.ndarray) or is_torch(array)):
+            raise TypeError(f"{name} must be a numpy array or torch tensor, got {type(array).__name__}")
+        if type(array) is not type(first):
+            raise TypeError(f"{name} is a {type(array).__name__} but {self.spec['inputs'][0]} a "
+                            f"{type(first).__name__}: pass one kind")
+        if dtype_name(array) != self.dtype:
+            raise TypeError(f"{name} has dtype {dtype_name(array)}, but the kernel was compiled for {self.dtype}")
+        if len(array.shape) != 4:
+            raise ValueError(f"{name} must be (batch, heads, rows, dim), got shape {tuple(array.shape)}")
+        rows, _ = self.batched["rows"][rows_of or name]
+        batch, heads = first.shape[:2]
+        expected = (int(batch), int(heads), rows, self.batched["dim"])
+        if self.heads is not None and int(heads) != self.heads:
+            raise ValueError(f"{name} has {heads} heads, but the mask has one layout per head for {self.heads}")
+        if tuple(int(d) for d in array.shape) != expected:
+            raise ValueError(f"{name} has shape {tuple(array.shape)}, expected {expected}")
+        if int(batch) < 1 or int(heads) < 1:
+            raise ValueError(f"{name} has an empty batch or no heads: shape {tuple(array.shape)}")
+        check_no_grad(array, name)
+
+    def _padded(self, name: str, array):
+        """A zero-padded copy when the kernel reads more rows than ``array`` has (else None)."""
+        rows, padded = self.batched["rows"][name]
+        if rows == padded:
+            return None
+        shape = (*array.shape[:2], padded, array.shape[3])
+        copy = _zeros_like(array, shape, self.dtype)
+        return copy
+
+    def _kernel_view(self, name: str, array, groups: int):
+        padded = self._padded(name, array)
+        if padded is not None:
+            padded[:, :, :array.shape[2]] = array
+            array = padded
+        return _grouped(array, groups)
+
+    def _structure(self) -> dict:
+        if self._prepared is None:
+            bound = self._on_device(self._bound)
+            prepared = self.function.prepare(bound, {**self.sizes, self.batched["size"]: 1})
+            prepared.pop(self.batched["size"], None)
+            self._prepared = prepared
+        return self._prepared
+
+    def _on_device(self, arrays: dict) -> dict:
+        if self.device != "cuda":
+            return arrays
+        import torch  # noqa: PLC0415 - torch loads only for CUDA kernels
+
+        return {k: torch.as_tensor(v).cuda() for k, v in arrays.items()}
+
+    # -- export --------------------------------------------------------------------------------
+    def export(self, path) -> Path:
+        """Write the library to ``path``; beside it ``<path>.json`` (the manifest, with the digests)
+        and ``<path>.npz`` (the structure). ``sparsetir.runtime.load(path)`` reads them back."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(sidecar(path, ".npz"), **{k: _host(v) for k, v in self._bound.items()})
+        return self.function.export(path, kernel={"spec": self.spec, "sizes": self.sizes, "nnz": None},
+                                    **{SIDECAR_SHA256: file_sha256(sidecar(path, ".npz"))})
+
+    @classmethod
+    def load(cls, path) -> BatchedKernel:
+        """An exported batched kernel, checked as ``runtime.load`` checks every export (the digests of
+        the library and the structure, then the structure itself)."""
+        path = Path(path).absolute()
+        function = CompiledFunction(path, verify=True)
+        kernel = function.manifest.get("kernel")
+        if not isinstance(kernel, dict) or not isinstance(kernel.get("spec"), dict) \
+                or BATCHED not in kernel["spec"]:
+            raise ValueError(f"{path} does not hold a batched kernel")
+        npz = sidecar(path, ".npz")
+        if not npz.exists():
+            raise FileNotFoundError(f"{npz} (the kernel's structure) is missing")
+        check_digest(npz, function.manifest.get(SIDECAR_SHA256), "structure sidecar")
+        try:
+            with np.load(npz, allow_pickle=False) as arrays:
+                bound = {name: arrays[name] for name in arrays.files}
+        except (OSError, ValueError, EOFError) as error:
+            raise ValueError(f"{npz} is not a readable structure sidecar: {error}") from None
+        sizes = kernel.get("sizes")
+        if not isinstance(sizes, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                  for v in sizes.values()):
+            raise ValueError(f"{path}: the manifest's sizes must be non-negative ints, got {sizes!r}")
+        spec = kernel["spec"]
+        function.signature.check_structure(bound, {**sizes, spec[BATCHED]["size"]: 1})
+        return cls(function, spec, bound, sizes)
+
+    def __repr__(self) -> str:
+        return f"BatchedKernel({self.spec['op']}, {self.spec.get('format', '?')}, {self.device})"
+
+
+def _grouped(array, groups: int):
+    """A ``(batch, heads, rows, dim)`` array as ``(groups, rows', dim)``: a view when it is contiguous."""
+    return array.reshape((groups, -1, array.shape[-1]))
+
+
+def _contiguous(array) -> bool:
+    return array.is_contiguous() if is_torch(array) else bool(array.flags.c_contiguous)
+
+
+def _empty_like(reference, shape, dtype):
+    if is_torch(reference):
+        import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
+
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=reference.device)
+    return aligned_empty(shape, dtype)
+
+
+def _zeros_like(reference, shape, dtype):
+    array = _empty_like(reference, shape, dtype)
+    array[...] = 0
+    return array
+
+
+def _host(array):
+    return array if isinstance(array, np.ndarray) else array.detach().cpu().numpy()
