@@ -177,6 +177,12 @@ def test_a_dense_operand_has_the_expected_shape_and_dtype():
         check_dense(np.zeros((3, 4)), name="B", shape=(3, 4), dtype="float32")
 
 
+def test_a_shape_given_as_a_list_is_compared_as_a_tuple():
+    check_dense(np.zeros((3, 4), np.float32), name="B", shape=[3, 4], dtype="float32")
+    with pytest.raises(ValueError, match=r"B has shape \(4, 3\), expected \(3, 4\)"):
+        check_dense(np.zeros((4, 3), np.float32), name="B", shape=[3, 4], dtype="float32")
+
+
 def test_a_torch_operand_is_checked_by_its_numpy_dtype_name():
     torch = pytest.importorskip("torch")
     assert dtype_name(torch.zeros(2, dtype=torch.float32)) == "float32"

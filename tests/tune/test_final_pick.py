@@ -29,6 +29,7 @@ class StubMeasurer:
     RETIMED_MS = (0.103, 0.071, 0.090)
     DEFAULT_RETIMED_MS = 0.150
     FAILING = 3  # the fourth candidate measured fails to compile
+    RETIMING_FAILS = False  # True: every finalist fails when it is re-timed
 
     instances: list[StubMeasurer] = []
 
@@ -55,6 +56,8 @@ class StubMeasurer:
                 results.append(result)
             return results
         self.retimings.append((list(configs), timing))
+        if self.RETIMING_FAILS:
+            return [Measurement(config, error="load failed: stub") for config in configs]
         ranking = [config_key(c) for c in self.search_ranking()]
         results = []
         for config in configs:
@@ -83,6 +86,8 @@ class StubMeasurer:
 def stubbed(monkeypatch):
     StubMeasurer.instances.clear()
     monkeypatch.setattr(tuner, "Measurer", StubMeasurer)
+    monkeypatch.setattr(StubMeasurer, "FAILING", StubMeasurer.FAILING)
+    monkeypatch.setattr(StubMeasurer, "RETIMING_FAILS", False)
     return StubMeasurer.instances
 
 
@@ -125,3 +130,26 @@ def test_the_search_best_is_the_fastest_of_what_it_measured(stubbed, matrix, tmp
     finalists = [f["config"] for f in result.finalists]
     assert measurer.searched[StubMeasurer.FAILING].config not in finalists
     assert finalists[0] == measurer.searched[4].config, "the search's fastest (1.6 ms) leads the finalists"
+
+
+def test_a_default_that_failed_is_not_retimed_and_has_no_median(stubbed, matrix, tmp_path, monkeypatch):
+    monkeypatch.setattr(StubMeasurer, "FAILING", 0)  # the default is measured first, and fails
+    result = tune_spmm(matrix, 16, trials=6, budget_s=60, workers=1, batch=3, strategy="exhaustive",
+                       database=TuningDatabase(tmp_path / "tune.jsonl"), progress=False)
+    (measurer,) = stubbed
+    default = measurer.searched[0].config
+    assert measurer.searched[0].error and result.default_median_s is None and result.speedup_over_default is None
+    ((retimed, _),) = measurer.retimings
+    assert retimed == measurer.search_ranking()[:3] and default not in retimed
+    assert result.config == measurer.search_ranking()[1] and result.median_s == pytest.approx(0.071e-3)
+
+
+def test_when_every_finalist_fails_again_the_search_best_is_kept(stubbed, matrix, tmp_path, monkeypatch):
+    monkeypatch.setattr(StubMeasurer, "RETIMING_FAILS", True)
+    result = tune_spmm(matrix, 16, trials=6, budget_s=60, workers=1, batch=3, strategy="exhaustive",
+                       database=TuningDatabase(tmp_path / "tune.jsonl"), progress=False)
+    (measurer,) = stubbed
+    fastest = min((m for m in measurer.searched if m.median_s is not None), key=lambda m: m.median_s)
+    assert result.config == fastest.config and result.median_s == pytest.approx(fastest.median_s)
+    assert [f["config"] for f in result.finalists] == [fastest.config], "the search's best alone, no runner-up"
+    assert result.default_median_s is None
