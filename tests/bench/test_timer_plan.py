@@ -55,6 +55,13 @@ def test_the_probe_sets_the_warmup_and_the_time_cap_sets_the_samples(clock):
     assert stats.median == pytest.approx(2e-3, rel=1e-12)
 
 
+def test_the_warmup_rounds_up_from_the_probe_measured_exactly(clock):
+    """A warm-up a hair (0.1 ns) over ten 2 ms calls is eleven calls: the probe's total is the calls' time alone."""
+    stats = time_cpu(clock.kernel, samples=1, max_time_s=None, min_samples=1, warmup_s=0.0200000001, min_warmup=1,
+                     flush_bytes=1 << 12)
+    assert clock.calls == 1 + timer.PROBE_CALLS + 11 + stats.n
+
+
 def test_without_a_flush_a_round_costs_only_the_calls(clock):
     stats = time_cpu(clock.kernel, flush=False, samples=100, max_time_s=0.0305, min_samples=1, warmup_s=0,
                      min_warmup=2)
