@@ -1,0 +1,237 @@
+"""Workflow step: the attention tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
+
+From the records of every sequence length and of PrunedBERT (``sparsetir.bench.attention``):
+
+- ``speedup.csv`` (long): one row per (experiment, case, contender), what did not run included
+  with its reason; ms per call (median, p20, p80, mean), the reference of the case (the fastest
+  timed contender of the configured reference list: for attention the best of FlexAttention,
+  SDPA with the dense mask and torch's BSR; for PrunedBERT dense MKL), the speedup over it
+  (``reference median / median``, > 1 is faster; ``_mean`` from the means), the speedup over SDPA
+  with the dense mask, and the conversion and compile times (FlexAttention's ``torch.compile``
+  is its compile time, paid once per shape).
+- ``speedup.md``: ms per call (case x contender), each sparsetir contender over the reference per
+  case with the geometric mean, the setup times, PrunedBERT with its best sparse format per
+  weight, and what did not run and why.
+- ``speedup.tex``: the ms-per-call table with the speedup columns (booktabs).
+"""
+
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+SPARSETIR = "sparsetir"
+ALL = "*"
+SDPA_MASK = "sdpa-dense-mask"
+COLUMNS = ["experiment", "case", "mask", "seq", "contender", "kind", "variant", "status", "reason", "block_sparsity",
+           "shape", "nnz", "median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "reference", "reference_ms",
+           "reference_mean_ms", "speedup_vs_reference", "speedup_vs_reference_mean", "speedup_vs_sdpa_mask",
+           "relative_error", "convert_ms", "compile_s"]
+
+
+def attention_frame(records: Iterable[dict], reference: Sequence[str], prunedbert_reference: str | None = None
+                    ) -> pd.DataFrame:
+    """The long table (see the module docstring); a later record of a (case, contender) wins."""
+    rows = []
+    for record in records:
+        stats = record.get("stats") or {}
+        times = record.get("times") or {}
+        case = record.get("setting") or {}
+        kind = record.get("kind") or (SPARSETIR if record["contender"].startswith(SPARSETIR) else "baseline")
+        rows.append({
+            "experiment": record["experiment"], "case": record["dataset"], "mask": case.get("mask"),
+            "seq": case.get("seq"), "contender": record["contender"], "kind": kind, "variant": record.get("variant"),
+            "status": record["status"], "reason": record.get("reason"),
+            "block_sparsity": case.get("block_sparsity", case.get("sparsity")),
+            "shape": "x".join(str(d) for d in record["shape"]) if record.get("shape") else None,
+            "nnz": record.get("nnz"),
+            **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
+            "samples": stats.get("n"), "relative_error": case.get("relative_error"),
+            "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
+            "compile_s": times.get("compile_s"),
+        })
+    if not rows:
+        raise ValueError("no attention records to aggregate")
+    frame = pd.DataFrame(rows).drop_duplicates(subset=["experiment", "case", "contender"], keep="last")
+    frame = frame.reset_index(drop=True)
+    for column in ("median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "convert_ms", "compile_s",
+                   "block_sparsity", "relative_error", "seq", "nnz"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    references = {"attention": list(reference), "prunedbert": [prunedbert_reference] if prunedbert_reference else []}
+    best_rows = []
+    for (experiment, case), group in frame.groupby(["experiment", "case"], sort=False):
+        timed = group[(group["status"] == "ok") & group["contender"].isin(references.get(experiment, []))
+                      & group["median_ms"].notna()]
+        sdpa = group[(group["contender"] == SDPA_MASK) & (group["status"] == "ok")]["median_ms"]
+        best = timed.loc[timed["median_ms"].idxmin()] if len(timed) else None
+        best_rows.append({"experiment": experiment, "case": case,
+                          "reference": best["contender"] if best is not None else None,
+                          "reference_ms": best["median_ms"] if best is not None else math.nan,
+                          "reference_mean_ms": best["mean_ms"] if best is not None else math.nan,
+                          "sdpa_ms": sdpa.iloc[0] if len(sdpa) else math.nan})
+    frame = frame.merge(pd.DataFrame(best_rows), on=["experiment", "case"], how="left")
+    frame["speedup_vs_reference"] = frame["reference_ms"] / frame["median_ms"]
+    frame["speedup_vs_reference_mean"] = frame["reference_mean_ms"] / frame["mean_ms"]
+    frame["speedup_vs_sdpa_mask"] = frame["sdpa_ms"] / frame["median_ms"]
+    return frame[COLUMNS]
+
+
+def geomean(values: Iterable[float]) -> float:
+    values = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def _cell(value, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.{digits}f}"
+
+
+def _contenders(frame: pd.DataFrame) -> list[str]:
+    names = [c for c in dict.fromkeys(frame["contender"]) if c != ALL]
+    return sorted(names, key=lambda name: (not name.startswith(SPARSETIR), names.index(name)))
+
+
+def wide(frame: pd.DataFrame, column: str, digits: int = 3) -> pd.DataFrame:
+    """Case x contender table of ``column`` ("—" where a contender has no value)."""
+    contenders = _contenders(frame)
+    rows = []
+    for case in dict.fromkeys(frame["case"]):
+        mine = frame[frame["case"] == case].set_index("contender")
+        sparsity = mine["block_sparsity"].dropna()
+        label = f"{case} ({100 * sparsity.iloc[0]:.1f}% sparse)" if len(sparsity) else case
+        if ALL in mine.index and len(mine) == 1:
+            rows.append({"case": label, **{c: "unavailable" for c in contenders}})
+            continue
+        rows.append({"case": label, **{c: _cell(mine[column].get(c), digits) for c in contenders}})
+    return pd.DataFrame(rows, columns=["case", *contenders])
+
+
+def speedup_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per sparsetir contender and case: its ms, the reference and its ms, the speedups; then the
+    geometric mean and the lowest speedup over SDPA with the dense mask."""
+    rows = []
+    ours = [c for c in _contenders(frame) if frame.loc[frame["contender"] == c, "kind"].eq(SPARSETIR).any()]
+    for contender in ours:
+        mine = frame[(frame["contender"] == contender) & (frame["status"] == "ok")]
+        for _, row in mine.iterrows():
+            rows.append({"sparsetir": contender, "case": row["case"], "ms": _cell(row["median_ms"], 3),
+                         "reference": row["reference"] if isinstance(row["reference"], str) else "—",
+                         "reference ms": _cell(row["reference_ms"], 3),
+                         "speedup (median)": _cell(row["speedup_vs_reference"]),
+                         "speedup (mean)": _cell(row["speedup_vs_reference_mean"]),
+                         "vs SDPA mask": _cell(row["speedup_vs_sdpa_mask"])})
+        if len(mine):
+            rows.append({"sparsetir": contender, "case": "geomean", "ms": "", "reference": "", "reference ms": "",
+                         "speedup (median)": _cell(geomean(mine["speedup_vs_reference"])),
+                         "speedup (mean)": _cell(geomean(mine["speedup_vs_reference_mean"])),
+                         "vs SDPA mask": f"min {_cell(mine['speedup_vs_sdpa_mask'].min())}"})
+    return pd.DataFrame(rows)
+
+
+def setup_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Conversion (ms) and compile (s) of every timed contender that has them."""
+    timed = frame[(frame["status"] == "ok") & (frame["convert_ms"].notna() | frame["compile_s"].notna())]
+    table = timed[["case", "contender", "convert_ms", "compile_s"]].copy()
+    table["convert_ms"] = [_cell(v, 1) for v in table["convert_ms"]]
+    table["compile_s"] = [_cell(v, 2) for v in table["compile_s"]]
+    return table.rename(columns={"convert_ms": "convert ms", "compile_s": "compile s"}).reset_index(drop=True)
+
+
+def best_sparse_format(frame: pd.DataFrame) -> pd.DataFrame:
+    """PrunedBERT: per weight, the fastest sparsetir format and its speedup over the reference."""
+    rows = []
+    for case, group in frame.groupby("case", sort=False):
+        ours = group[(group["kind"] == SPARSETIR) & (group["status"] == "ok") & group["median_ms"].notna()]
+        if ours.empty:
+            continue
+        best = ours.loc[ours["median_ms"].idxmin()]
+        rows.append({"weight": case, "shape": best["shape"], "sparsity": _cell(best["block_sparsity"], 3),
+                     "best format": best["contender"], "ms": _cell(best["median_ms"], 3),
+                     "reference": best["reference"], "reference ms": _cell(best["reference_ms"], 3),
+                     "speedup": _cell(best["speedup_vs_reference"]), "_speedup": best["speedup_vs_reference"]})
+    if rows:
+        rows.append({"weight": "geomean", "speedup": _cell(geomean(r["_speedup"] for r in rows))})
+    table = pd.DataFrame(rows)
+    return table.drop(columns=["_speedup"]) if "_speedup" in table.columns else table
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    return table.fillna("").to_markdown(index=False) if len(table) else "(none)"
+
+
+def markdown_report(frame: pd.DataFrame) -> str:
+    attention = frame[frame["experiment"] == "attention"]
+    prunedbert = frame[frame["experiment"] == "prunedbert"]
+    lines = [
+        "# attention: block-sparse attention, ms per call (median)",
+        "",
+        "Every contender gets the same seeded q, k, v, is checked against a float64 reference before timing, and is "
+        "timed interleaved with a cache flush before every call. Speedups are the reference's time over the "
+        "contender's (> 1 is faster); the reference of a case is the fastest of FlexAttention (BlockMask, both block "
+        "sizes), SDPA with the dense mask and torch's BSR. Setup (conversion; FlexAttention's torch.compile, once "
+        "per shape) is not kernel time and has its own table.",
+        "",
+        "## ms per call (median)",
+        "",
+        _markdown(wide(attention, "median_ms")),
+        "",
+        "## sparsetir over the reference",
+        "",
+        _markdown(speedup_summary(attention)),
+        "",
+        "## Setup: conversion and compile",
+        "",
+        _markdown(setup_table(attention)),
+        "",
+    ]
+    if len(prunedbert):
+        lines += [
+            "# PrunedBERT: pruned weights (DLMC) times activations, ms per call (median)",
+            "",
+            "``ops.spmm(W, X)`` in sparse formats against dense ``torch.mm`` (MKL) and torch's CSR; the reference "
+            "is dense MKL.",
+            "",
+            _markdown(wide(prunedbert, "median_ms")),
+            "",
+            "## Best sparse format per weight",
+            "",
+            _markdown(best_sparse_format(prunedbert)),
+            "",
+        ]
+    lines += ["## Did not run", "", _markdown(frame[frame["status"] != "ok"][["case", "contender", "status",
+                                                                              "reason"]]), ""]
+    return "\n".join(lines)
+
+
+def latex_table(frame: pd.DataFrame) -> str:
+    attention = frame[frame["experiment"] == "attention"]
+    table = wide(attention, "median_ms")
+    for contender in [c for c in table.columns if c.startswith(SPARSETIR)]:
+        speedups = attention[attention["contender"] == contender].set_index("case")["speedup_vs_reference"]
+        table[f"{contender} speedup"] = [_cell(speedups.get(case)) for case in dict.fromkeys(attention["case"])]
+    return table.to_latex(index=False, escape=True)
+
+
+def write_tables(records: list[dict], csv: Path, md: Path, tex: Path, reference: Sequence[str],
+                 prunedbert_reference: str | None = None) -> pd.DataFrame:
+    """Aggregate ``records`` and write the three tables atomically; return the long frame."""
+    from sparsetir.bench.records import write_text_atomic
+
+    frame = attention_frame(records, reference, prunedbert_reference)
+    write_text_atomic(csv, frame.to_csv(index=False))
+    write_text_atomic(md, markdown_report(frame))
+    write_text_atomic(tex, latex_table(frame))
+    return frame
+
+
+if "snakemake" in globals():
+    from step_log import output_to_log
+
+    with output_to_log(snakemake.log[0]):
+        from sparsetir.bench.records import read_records
+
+        write_tables(read_records(snakemake.input.records), snakemake.output.csv, snakemake.output.md,
+                     snakemake.output.tex, snakemake.params.reference, snakemake.params.prunedbert_reference)
