@@ -135,3 +135,13 @@ def test_bad_input_is_refused_before_any_kernel_runs(call, error, match):
     q = operands(1, 3, 128)[0]
     with pytest.raises(error, match=match):
         call(q, masks.longformer(128, 16, 16))
+
+
+def test_a_layout_as_torch_tensor_or_scipy_matrix_gives_the_same_result():
+    import scipy.sparse as sp
+
+    layout = masks.bigbird(128, 16, 16, 1, 1, seed=2)
+    q, k, v = operands(1, 2, 128, seed=12)
+    expected = sparse_attention(q, k, v, layout, block=16)
+    for other in (torch.from_numpy(layout), sp.csr_matrix(layout)):
+        assert torch.equal(sparse_attention(q, k, v, other, block=16), expected)
