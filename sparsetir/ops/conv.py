@@ -369,7 +369,7 @@ def _distinct_sorted(keys: np.ndarray, volume: int) -> np.ndarray:
 
 def _strided_pairs(points, shape, out_shape, kernel_size, stride, dilation, padding):
     """Output ``q`` meets input ``q * stride - padding + a * dilation``; the outputs are the ``q`` inside
-    the output grid that meet at least one input (found from the inputs' side first)."""
+    the output grid that meet at least one input, all found from the inputs' side."""
     K = kernel_size ** 3
     n = points.shape[0]
     if n == 0:
@@ -392,23 +392,23 @@ def _strided_pairs(points, shape, out_shape, kernel_size, stride, dilation, padd
         ok.append(whole & (target >= 0) & (q < out_shape[axis]))
         part.append(q * out_mult[1 + axis])
     base = voxels[:, 0] * out_mult[0]
-    candidates = []
+    sources, targets = [], []  # per kernel index: the input voxels that meet an output, and its key
     for ax in range(kernel_size):
         for ay in range(kernel_size):
             xy_ok = ok[0][ax] & ok[1][ay]
             xy = base + part[0][ax] + part[1][ay]
             for az in range(kernel_size):
-                valid = xy_ok & ok[2][az]
-                candidates.append((xy + part[2][az])[valid])
-    out_keys = _distinct_sorted(np.concatenate(candidates), batches * int(out_mult[0]))
+                source = np.flatnonzero(xy_ok & ok[2][az])
+                sources.append(source)
+                targets.append(xy[source] + part[2][az][source])
+    keys = np.concatenate(targets)
+    out_keys = _distinct_sorted(keys.copy(), batches * int(out_mult[0]))
     out_coords = np.stack([out_keys // out_mult[0], (out_keys // out_mult[1]) % out_shape[0],
                            (out_keys // out_mult[2]) % out_shape[1], out_keys % out_shape[2]], axis=1)
-    # the pairs, from the outputs' side: inputs q * stride - padding + a * dilation, in a grid padded so
-    # that every such position has a key of its own
-    extent = np.maximum(shape, (out_shape - 1) * stride + (kernel_size - 1) * dilation + 1) + padding
-    mult = _grid(extent, batches)
-    queries = out_coords[:, 0] * mult[0] + (out_coords[:, 1:] * stride) @ mult[1:]
-    found = _lookup_pairs(queries, voxels @ mult + padding * int(mult[1:].sum()), kernel_size, dilation, mult)
+    # the pairs are those candidates: for one kernel index an input meets one output, and the output's
+    # coordinates grow with the input's, so each offset's pairs come sorted by output (inputs ascending)
+    rows = np.split(np.searchsorted(out_keys, keys), np.cumsum([len(source) for source in sources])[:-1])
+    found = list(zip(rows, sources))
     ins, outs = [], []
     for out_point, in_voxel in found:
         if unique.size < n:  # duplicates: every point of the voxel, in point order
