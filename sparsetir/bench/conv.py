@@ -44,7 +44,7 @@ import numpy as np
 
 from ..data import load, point_clouds
 from ..reference import Case, host_array, rounding_tolerance
-from ..reference.conv import conv_flops, conv_reference, offset_pairs, scatter_products
+from ..reference.conv import conv_flops, conv_reference, layer_operands, offset_pairs, scatter_products
 from ..runtime.loader import usable_cores
 from ..timing import DEFAULT, TimingPolicy, default_flush_bytes, time_interleaved
 from .case_runner import short_reason, unavailable_records
@@ -205,11 +205,8 @@ class ConvLayer:
 def layer_inputs(scan: Scan, spec: LayerSpec, seed: int = 0) -> ConvLayer:
     """Seeded standard-normal features and weights (scaled by ``1/sqrt(27 c_in)``) for ``spec`` on ``scan``."""
     kmap = scan.kernel_map(spec.level, spec.stride)
-    rng = np.random.default_rng([seed, spec.c_in, spec.c_out, spec.stride, spec.level])
     coords = scan.coords(spec.level)
-    X = rng.standard_normal((len(coords), spec.c_in), dtype=np.float32)
-    W = (rng.standard_normal((kmap.num_offsets, spec.c_in, spec.c_out), dtype=np.float32)
-         / np.sqrt(kmap.num_offsets * spec.c_in)).astype(np.float32)
+    X, W = layer_operands(len(coords), kmap.num_offsets, spec.c_in, spec.c_out, spec.stride, spec.level, seed)
     return ConvLayer(spec, coords, X, W, scan.kernel_size, spec.stride, scan.dilation, kmap.submanifold,
                      scan.spatial_shape(spec.level), kmap)
 

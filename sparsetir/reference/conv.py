@@ -72,6 +72,15 @@ def conv_case(kmap, feat, rng: np.random.Generator) -> Case:
     return conv_reference(kmap, X, W)
 
 
+def layer_operands(n: int, K: int, c_in: int, c_out: int, stride: int, level: int, seed: int = 0):
+    """A benchmark layer's seeded standard-normal features ``(n, c_in)`` and weights ``(K, c_in, c_out)``
+    (scaled by ``1/sqrt(K c_in)``), float32: the CPU benchmark's and the GPU bundle's, one stream per layer."""
+    rng = np.random.default_rng([seed, c_in, c_out, stride, level])
+    X = rng.standard_normal((n, c_in), dtype=np.float32)
+    W = (rng.standard_normal((K, c_in, c_out), dtype=np.float32) / np.sqrt(K * c_in)).astype(np.float32)
+    return X, W
+
+
 def conv_flops(pairs: int, feat) -> int:
     """``2 pairs c_in c_out``: one row of X times ``W[k]`` per pair."""
     c_in, c_out = (feat, feat) if np.ndim(feat) == 0 else feat

@@ -1,7 +1,8 @@
 """Workflow step: build the GPU bundle (``sparsetir.bench.bundle.build_bundle``) from config ``bundle``.
 
 Datasets in the config's ``hyb`` table get the paper's setting as an extra hyb candidate; a
-``bundle.rgcn`` section adds R-GCN inference candidates (``sparsetir.bench.bundle.rgcn``).
+``bundle.rgcn`` section adds R-GCN inference candidates (``sparsetir.bench.bundle.rgcn``), a
+``bundle.conv`` section sparse-convolution candidates (``sparsetir.bench.bundle.conv``).
 """
 
 
@@ -16,7 +17,8 @@ def main(output: str, settings: dict | None, hyb_table: dict, seed: int) -> dict
     return build_bundle(output, settings["datasets"], settings["feats"], target=settings["target"],
                         limit=settings["limit"], hyb_formats=extra, seed=seed,
                         time_limit_s=settings.get("time_limit_s"), max_bytes=int(settings["max_mib"] * 2**20),
-                        wheel=settings.get("wheel"), rgcn=settings.get("rgcn"))
+                        wheel=settings.get("wheel"), rgcn=settings.get("rgcn"),
+                        conv=settings.get("conv"))
 
 
 if "snakemake" in globals():

@@ -56,6 +56,7 @@ from ...tune.fingerprint import fingerprint
 from ...tune.shortlist import DEFAULT_RANKED_FORMATS, shortlist
 from ...version import __version__
 from ..datasets import load_matrix
+from .conv import CONV_BASELINES, DEFAULT_CONV_CONFIGS, DEFAULT_CONV_LAYERS, build_conv_section
 from .ingestion import ingest
 from .manifest import BUNDLE_FORMAT
 from .rgcn import DEFAULT_RGCN_CONFIGS, RGCN_BASELINES, build_rgcn_section
@@ -271,7 +272,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                  hyb_formats: dict | None = None, knob_settings=None, ranked: int = DEFAULT_RANKED_FORMATS,
                  seed: int = 0, timing: TimingPolicy | dict | None = None, baselines=None, time_limit_s: float | None = None,
                  max_bytes: int = MAX_BUNDLE_BYTES, wheel: bool | None = None, progress: bool = True,
-                 op: str = "spmm", rgcn: dict | None = None) -> dict:
+                 op: str = "spmm", rgcn: dict | None = None, conv: dict | None = None) -> dict:
     """Compile the candidates of every (dataset, feat) and write the bundle folder ``out``; returns its manifest.
 
     ``target``: "cuda" (default) or "llvm" (a CPU bundle, for testing the runner here).
@@ -283,6 +284,8 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
     complete; ``BundleTooLarge`` (a ValueError) past ``max_bytes``.
     ``rgcn``: also R-GCN inference candidates (``{"datasets": [...], "dims": [32, 32, 32], "limit": 6,
     "baselines": [...]}``; :mod:`sparsetir.bench.bundle.rgcn`), in the manifest's ``rgcn`` section.
+    ``conv``: also sparse-convolution candidates (``{"clouds": ["kitti-000000"], "voxel_size": 0.2,
+    "layers": [...], "limit": 2, "baselines": [...]}``; :mod:`sparsetir.bench.bundle.conv`), section ``conv``.
     """
     spec = get_op(op)
     datasets, feats = _check_datasets(datasets), _check_feats(feats)
@@ -358,6 +361,15 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                     limit=rgcn.get("limit", len(DEFAULT_RGCN_CONFIGS)), baselines=rgcn.get("baselines", RGCN_BASELINES),
                     say=lambda message: _say(progress, message))
                 check_size(staging, max_bytes, "the R-GCN candidates")
+            conv_section = None
+            if conv:
+                conv_section = build_conv_section(
+                    staging, conv["clouds"], voxel_size=conv.get("voxel_size", 0.2),
+                    layers=conv.get("layers", DEFAULT_CONV_LAYERS), target=target, seed=seed, scratch=Path(scratch),
+                    store_library=_store_library, store_candidate_files=_store_candidate_files,
+                    limit=conv.get("limit", len(DEFAULT_CONV_CONFIGS)), baselines=conv.get("baselines", CONV_BASELINES),
+                    say=lambda message: _say(progress, message))
+                check_size(staging, max_bytes, "the convolution candidates")
         manifest = {
             "format": BUNDLE_FORMAT, "id": uuid.uuid4().hex[:12], "op": op, "target": target, "device": device,
             "dtype": "float32", "seed": seed,
@@ -374,6 +386,8 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
         }
         if rgcn_section is not None:
             manifest["rgcn"] = rgcn_section
+        if conv_section is not None:
+            manifest["conv"] = conv_section
         manifest["build"]["seconds"] = round(time.perf_counter() - started, 1)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
         (staging / "run.sh").write_text(RUN_SH)
@@ -413,6 +427,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="also R-GCN inference candidates on this relational graph, e.g. aifb (repeatable)")
     build.add_argument("--rgcn-dims", type=int, nargs=3, default=[32, 32, 32], metavar=("IN", "HIDDEN", "OUT"),
                        help="the R-GCN model's feature sizes (default 32 32 32)")
+    build.add_argument("--conv-cloud", action="append", default=[], metavar="CLOUD",
+                       help="also sparse-convolution candidates on this point cloud, e.g. kitti-000000 (repeatable)")
+    build.add_argument("--conv-voxel-size", type=float, default=0.2, help="the clouds' voxel size (default 0.2 m)")
     build.add_argument("--out", required=True, help="bundle folder (replaced when the build succeeds)")
     ingest = commands.add_parser("ingest", help="pick the best candidates from returned records")
     ingest.add_argument("--records", required=True, help="folder holding the runner's records/ (or the records)")
@@ -438,7 +455,8 @@ def main(argv: list[str] | None = None) -> int:
         build_bundle(args.out, args.dataset, args.feat or DEFAULT_FEATS, target=args.target, limit=args.limit,
                      hyb_formats=_hyb_option(args.hyb), time_limit_s=args.time_limit_s,
                      max_bytes=int(args.max_mib * 2**20), wheel=False if args.no_wheel else None, seed=args.seed,
-                     rgcn={"datasets": args.rgcn_dataset, "dims": args.rgcn_dims} if args.rgcn_dataset else None)
+                     rgcn={"datasets": args.rgcn_dataset, "dims": args.rgcn_dims} if args.rgcn_dataset else None,
+                     conv={"clouds": args.conv_cloud, "voxel_size": args.conv_voxel_size} if args.conv_cloud else None)
         return 0
     ingest(args.records, reference_dir=args.reference_dir,
            database=TuningDatabase(args.database) if args.database else None)

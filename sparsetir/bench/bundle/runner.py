@@ -10,7 +10,8 @@ against the op's float64 reference (``sparsetir.reference``), then the candidate
 are timed with the one timer (``bench.engine.time_rows``: CUDA events and a 256 MiB flush on a
 GPU, interleaved on a CPU). Nothing here imports the compiler.
 ``<out>/records/<dataset>-feat<F>.json`` is written after every case (R-GCN cases, when the
-bundle has them: ``<out>/records/rgcn/<dataset>.json``, :mod:`sparsetir.bench.bundle.rgcn`) and
+bundle has them: ``<out>/records/rgcn/<dataset>.json``, :mod:`sparsetir.bench.bundle.rgcn`; convolution
+cases: ``<out>/records/conv/<cloud>-v<size>.json``, :mod:`sparsetir.bench.bundle.conv`) and
 ``<out>/run.json`` says how far the run got, so a killed run leaves every finished case behind.
 A case is not started when the time limit would be passed (estimated from the slowest case so far).
 """
@@ -36,6 +37,7 @@ from ..case_runner import flops, measure_bandwidth, short_reason, status_of
 from ..engine import Row, contender_rows, prepare, time_rows, variant_name
 from ..records import ALL_CONTENDERS, make_record, provenance, write_json_atomic
 from ..threads import configure_threads
+from .conv import run_conv_cases
 from .manifest import contender_name, is_candidate_name, read_manifest
 from .rgcn import run_rgcn_cases
 
@@ -254,6 +256,10 @@ def main(argv: list[str] | None = None) -> int:
             section["cases"] = [c for c in section["cases"] if not args.dataset or c["dataset"] in args.dataset]
             status["files"] += run_rgcn_cases(bundle, {**manifest, "rgcn": section}, out, Path(scratch),
                                               assemble_kernel, bandwidth=bandwidth, timing=timing, where=where,
+                                              deadline_s=started + limit_s, say=say)
+        if manifest.get("conv") and status["stopped"] is None:  # convolution cases, last
+            status["files"] += run_conv_cases(bundle, manifest, out, Path(scratch), assemble_kernel,
+                                              bandwidth=bandwidth, timing=timing, where=where,
                                               deadline_s=started + limit_s, say=say)
     status.update(elapsed_s=round(time.monotonic() - started, 1), tvm_compiler_loaded=compiler_loaded(),
                   finished=status["stopped"] is None)

@@ -1,0 +1,255 @@
+"""Sparse 3-D convolution in a GPU bundle: candidates built here, checked and timed on the GPU host.
+
+Build (compile host, :func:`build_conv_section`): each point cloud is voxelised as
+``sparsetir.bench.conv`` does it (``Scan``); every layer (``c_in:c_out:stride@level``) gets its
+kernel map, stored once per (level, stride) in ``inputs/conv-<cloud>-v<size>-l<level>s<stride>.npz``
+(coordinates, output coordinates, the pairs grouped by offset, the grid), and one
+``sparse_conv3d`` kernel per candidate configuration (csf: output-stationary, no atomics;
+relcsr: offsets outermost, gather-GEMM-scatter with atomics), compiled for the bundle's target
+with real device code. The manifest gets a section ``conv``: cloud, voxel size, seed, baselines,
+cases (one per layer).
+
+Run (GPU host, TVM runtime only, :func:`run_conv_cases`): per layer the features and weights are
+rebuilt from the seed (``reference.conv.layer_operands``, the CPU benchmark's), each candidate is
+loaded (``runtime.load``), the baselines of ``baselines/conv.py`` run on the device (spconv's
+CUDA path where the host has spconv, plain torch gather-mm-``index_add_``; TorchSparse and
+MinkowskiEngine say why not), everything is checked against the float64 reference, then timed
+with the one timer (CUDA events, L2 flush). Kernel maps are set-up on both sides, as on the CPU.
+Records go to ``<out>/records/conv/<cloud>-v<size>.json``, in the CPU records' form
+(``record["conv"]``), so ``workflows/scripts/conv_tables.py`` reads them as they are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...data import dataset_slug
+from ...reference import Case
+from ...reference.conv import conv_flops, conv_reference, layer_operands
+from ...runtime import load
+from ..case_runner import short_reason, status_of
+from ..conv import ConvLayer, parse_layer
+from ..engine import Row, prepare, time_rows
+from ..records import ALL_CONTENDERS, make_record, write_json_atomic
+
+__all__ = ["CONV_BASELINES", "DEFAULT_CONV_CONFIGS", "DEFAULT_CONV_LAYERS", "build_conv_section", "run_conv_cases"]
+
+#: Candidate configurations, in order: the two dataflows of ``ops.sparse_conv3d``.
+DEFAULT_CONV_CONFIGS = ({"format": "csf"}, {"format": "relcsr"})
+DEFAULT_CONV_LAYERS = ("4:32:1@0", "32:32:1@0", "32:64:2@0", "64:64:1@1", "64:128:2@1", "128:128:1@2", "128:256:2@2")
+#: spconv-1thread is a CPU question (its threads), so the GPU runs spconv once.
+CONV_BASELINES = ("spconv", "torch-gather-mm", "torchsparse", "minkowskiengine")
+_OP = "conv"
+
+
+@dataclass
+class StoredKernelMap:
+    """A kernel map as ``reference.conv`` and ``baselines.conv`` read it, without ``sparsetir.ops`` (TVM)."""
+
+    out_coords: np.ndarray
+    in_idx: np.ndarray
+    out_idx: np.ndarray
+    indptr: np.ndarray
+    num_inputs: int
+
+    @property
+    def num_outputs(self) -> int:
+        return int(self.out_coords.shape[0])
+
+    @property
+    def num_pairs(self) -> int:
+        return int(self.in_idx.shape[0])
+
+
+# ---------------------------------------------------------------- build (compile host)
+
+
+def build_conv_section(staging: Path, clouds: Sequence[str], *, voxel_size: float = 0.2,
+                       layers: Sequence[str] = DEFAULT_CONV_LAYERS, target, seed: int, scratch: Path,
+                       store_library: Callable, store_candidate_files: Callable,
+                       limit: int = len(DEFAULT_CONV_CONFIGS), baselines: Sequence[str] = CONV_BASELINES,
+                       say: Callable[[str], None] = lambda message: None) -> dict:
+    """Compile the convolution candidates of ``clouds`` into the bundle being staged; the manifest's ``conv``
+    section. ``store_library``/``store_candidate_files``: the bundle's content-addressed stores."""
+    from ...ops import compile_sparse_conv3d  # noqa: PLC0415 - compile host only: the runner never imports this
+    from ..conv import Scan, check_cloud_name  # noqa: PLC0415
+
+    if not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"the conv candidate limit must be a positive int, got {limit!r}")
+    unknown = sorted(set(baselines) - set(CONV_BASELINES))
+    if unknown:
+        raise ValueError(f"unknown conv bundle baseline(s) {unknown}; known: {', '.join(CONV_BASELINES)}")
+    specs = [parse_layer(text) for text in layers]
+    cases = []
+    for cloud in dict.fromkeys(clouds):
+        check_cloud_name(cloud)
+        started = time.perf_counter()
+        scan = Scan.load(cloud, voxel_size, seed=seed)
+        slug = f"{dataset_slug(cloud)}-v{float(voxel_size):g}"
+        stored = {}
+        for spec in specs:
+            kmap = scan.kernel_map(spec.level, spec.stride)
+            relpath = f"inputs/conv-{slug}-l{spec.level}s{spec.stride}.npz"
+            if relpath not in stored:
+                np.savez_compressed(staging / relpath, coords=scan.coords(spec.level), out_coords=kmap.out_coords,
+                                    in_idx=kmap.in_idx, out_idx=kmap.out_idx, indptr=kmap.indptr,
+                                    spatial_shape=scan.spatial_shape(spec.level),
+                                    geometry=np.asarray([kmap.kernel_size, kmap.stride, kmap.dilation,
+                                                         int(kmap.submanifold)], dtype=np.int64))
+                stored[relpath] = True
+            candidates = []
+            for index, config in enumerate(DEFAULT_CONV_CONFIGS[:limit]):
+                kernel = compile_sparse_conv3d(kmap, spec.c_in, spec.c_out, target=target, dtype="float32", **config)
+                library, _ = store_library(staging, Path(kernel.function.library))
+                manifest_rel, structure_rel = store_candidate_files(staging, kernel, scratch)
+                candidates.append({"id": f"conv-{slug}-{spec}-{index:02d}".replace(":", "_").replace("@", "_"),
+                                   "config": dict(config), "library": library, "manifest": manifest_rel,
+                                   "structure": structure_rel, "compile_s": kernel.timings.get("compile_s"),
+                                   "convert_s": kernel.timings.get("convert_s")})
+            cases.append({"cloud": cloud, "voxel_size": float(voxel_size), "layer": str(spec), "c_in": spec.c_in,
+                          "c_out": spec.c_out, "stride": spec.stride, "level": spec.level, "input": relpath,
+                          "map_s": kmap.build_s, "candidates": candidates})
+        say(f"conv {cloud} at {voxel_size:g} m: {len(specs)} layer(s) x {min(limit, len(DEFAULT_CONV_CONFIGS))} "
+            f"candidates in {time.perf_counter() - started:.1f} s")
+    return {"seed": seed, "baselines": list(baselines), "cases": cases}
+
+
+# ---------------------------------------------------------------- run (GPU host, runtime only)
+
+
+def load_layer(bundle: Path, case: dict, seed: int):
+    """The case's layer (``sparsetir.bench.conv.ConvLayer``, as the baselines read it), its operands rebuilt
+    from the seed as the CPU benchmark builds them."""
+    with np.load(bundle / case["input"], allow_pickle=False) as arrays:
+        coords = arrays["coords"]
+        kmap = StoredKernelMap(arrays["out_coords"], arrays["in_idx"], arrays["out_idx"], arrays["indptr"],
+                               int(coords.shape[0]))
+        kernel_size, stride, dilation, submanifold = (int(v) for v in arrays["geometry"])
+        spatial_shape = arrays["spatial_shape"]
+    X, W = layer_operands(kmap.num_inputs, len(kmap.indptr) - 1, case["c_in"], case["c_out"], case["stride"],
+                          case["level"], seed)
+    return ConvLayer(parse_layer(case["layer"]), coords, X, W, kernel_size, stride, dilation, bool(submanifold),
+                     spatial_shape, kmap)
+
+
+def candidate_factory(library: Path, layer: ConvLayer, device: str):
+    """``factory() -> run``: load the kernel, put the features and weights on the device."""
+    import torch  # noqa: PLC0415 - the GPU host has torch; the runner imports it after the thread settings
+
+    def factory():
+        kernel = load(library)
+        X, W = torch.from_numpy(layer.X).to(device), torch.from_numpy(layer.W).to(device)
+        return lambda: kernel(X, W)
+
+    return factory
+
+
+def baseline_rows(names: Sequence[str], layer: ConvLayer, case: Case, device: str) -> list[Row]:
+    """One checked row per ``baselines/conv.py`` variant (unavailable ones say why); spconv's outputs are put
+    in the kernel map's row order (``run.rows``) inside the timed call, an index per output row."""
+    try:
+        import baselines.conv as module  # noqa: PLC0415 - imports torch: after the thread settings
+    except Exception as error:  # a broken optional library must not stop the run
+        return [Row(name, "conversion", error=f"unavailable: cannot import baselines.conv: {error}") for name in names]
+    rows = []
+    for name in names:
+        ok, reason = module.available(_OP, device, name)
+        row = Row(name, "conversion")
+        if not ok:
+            row.error = f"unavailable: {reason}"
+            rows.append(row)
+            continue
+
+        def factory(variant=module.VARIANTS[_OP][name]):
+            import torch  # noqa: PLC0415
+
+            run = variant(layer, device=device)
+            if run.rows is None:
+                return run
+            order = torch.from_numpy(np.asarray(run.rows, dtype=np.int64)).to(device)
+            return lambda: run().index_select(0, order)
+
+        rows.append(prepare(row, factory, case))
+    return rows
+
+
+def run_conv_case(bundle: Path, section: dict, case: dict, scratch: Path, assemble: Callable, *, device: str,
+                  bandwidth: dict, timing, where: dict) -> list[dict]:
+    """Check and time one layer's candidates and baselines; one validated record per contender."""
+    layer = load_layer(bundle, case, section["seed"])
+    kmap = layer.kmap
+    bench_case = conv_reference(kmap, layer.X, layer.W)
+    rows, candidates = [], {}
+    for candidate in case["candidates"]:
+        name = f"sparsetir[{candidate['config']['format']}]"
+        candidates[name] = candidate
+        library = assemble(bundle, candidate, scratch)
+        rows.append(prepare(Row(name, "compile"), candidate_factory(library, layer, device), bench_case))
+    rows += baseline_rows(section["baselines"], layer, bench_case, device)
+    time_rows(_OP, rows, bench_case, bandwidth["bytes_per_s"], timing, device)
+    timed = [row for row in rows if row.stats is not None and row.contender not in candidates]
+    best = min(timed, key=lambda row: row.stats.median) if timed else None
+    records = []
+    for row in rows:
+        status, reason = status_of(row)
+        candidate = candidates.get(row.contender)
+        times = ({"convert_s": candidate.get("convert_s"), "compile_s": candidate.get("compile_s"),
+                  "setup_s": row.setup_s} if candidate else {"convert_s": row.setup_s, "setup_s": row.setup_s})
+        record = make_record(
+            experiment=_OP, op=_OP, device=device, dataset=case["cloud"], feat=case["c_in"], contender=row.contender,
+            status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
+            shape=(kmap.num_outputs, kmap.num_inputs), nnz=kmap.num_pairs,
+            variant=f"{candidate['config']['format']}" if candidate else None, times=times,
+            min_bytes=bench_case.min_bytes, flops=conv_flops(kmap.num_pairs, (case["c_in"], case["c_out"])),
+            copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where)
+        record["case"] = f"{case['cloud']} {case['voxel_size']:g} m {case['layer']}"
+        record["conv"] = {
+            "case": "layer", "layer": case["layer"], "voxel_size": case["voxel_size"],
+            "kind": "sparsetir" if candidate else "baseline", "kernel_size": layer.kernel_size,
+            "dilation": layer.dilation, "c_in": case["c_in"], "c_out": case["c_out"], "stride": case["stride"],
+            "level": case["level"], "inputs": kmap.num_inputs, "outputs": kmap.num_outputs, "pairs": kmap.num_pairs,
+            "best_baseline": best.contender if best else None,
+            "speedup_vs_best": best.stats.median / row.stats.median if best and row.stats else None,
+            "map_s": case.get("map_s") if candidate else None, "map_stats": None,
+            "map_library": "sparsetir" if candidate else None, "wrong_rows": None,
+        }
+        if candidate is not None:
+            record["conv"]["candidate"] = {"id": candidate["id"], "config": candidate["config"]}
+        records.append(record)
+    return records
+
+
+def run_conv_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, assemble: Callable, *, bandwidth: dict,
+                   timing, where: dict, deadline_s: float, say: Callable[[str], None]) -> list[str]:
+    """Every convolution case of the bundle that fits before ``deadline_s`` (``time.monotonic()``); the record
+    files, one per (cloud, voxel size)."""
+    section, device, slowest = manifest["conv"], manifest["device"], 0.0
+    by_scan: dict[str, list[dict]] = {}
+    for case in section["cases"]:
+        name = f"records/conv/{dataset_slug(case['cloud'])}-v{case['voxel_size']:g}.json"
+        if time.monotonic() + 1.2 * slowest > deadline_s:
+            say(f"conv: stopping before {case['cloud']} {case['layer']}: the time limit would be passed")
+            break
+        started = time.monotonic()
+        try:
+            records = run_conv_case(bundle, section, case, scratch, assemble, device=device, bandwidth=bandwidth,
+                                    timing=timing, where=where)
+        except Exception as error:  # one broken case must not lose the others
+            records = [make_record(experiment=_OP, op=_OP, device=device, dataset=case["cloud"], feat=case["c_in"],
+                                   contender=ALL_CONTENDERS, status="failed",
+                                   reason=short_reason(f"{type(error).__name__}: {error}"), provenance=where)]
+        by_scan.setdefault(name, []).extend(records)
+        write_json_atomic(out / name, by_scan[name])
+        slowest = max(slowest, time.monotonic() - started)
+        timed = [r for r in records if r["status"] == "ok"]
+        fastest = min(timed, key=lambda r: r["stats"]["median"]) if timed else None
+        say(f"conv {case['cloud']} {case['layer']} ({time.monotonic() - started:.1f} s): "
+            + (f"fastest {fastest['contender']} {fastest['stats']['median'] * 1e3:.3f} ms" if fastest
+               else "nothing timed")
+            + "".join(f"; {r['contender']} WRONG" for r in records if r["status"] == "wrong"))
+    return list(by_scan)
