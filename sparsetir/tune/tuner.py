@@ -39,6 +39,7 @@ MIN_COMPILE_S = 10.0  # a batch always gets this long to compile, even at the en
 # not end a tuning run with nothing (the budget is then overrun, and the progress line says so)
 FIRST_COMPILE_S = 120.0
 FINALISTS = 3  # the best candidates are re-timed together, with more samples, to pick the winner
+FINAL_SHARE = 0.1  # the search ends at this share of the budget before its end, kept for the finalists
 
 
 @dataclass
@@ -144,8 +145,9 @@ def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S,
     target : str or dict
         An LLVM target (CUDA candidates are timed on a GPU host through a bundle).
     budget_s, trials : float, int
-        Stop after this many seconds / measured candidates (the search may overrun the time
-        by one batch).
+        Stop after this many seconds / measured candidates. The search stops proposing at
+        ``1 - FINAL_SHARE`` of the seconds (the rest re-times the finalists, loaded from the
+        kernel cache); a batch it is timing when that comes may overrun it.
     dtype : str, optional
         The kernel's value dtype (default: A's float dtype).
     strategy : str
@@ -212,7 +214,7 @@ def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S,
         pending = run.next_batch(search, measurer if overlap else None)
         while pending is not None:
             configs, handle = pending
-            deadline = time.monotonic() + max(budget_s - run.elapsed(), run.compile_floor())
+            deadline = time.monotonic() + max(run.search_s - run.elapsed(), run.compile_floor())
             began = time.perf_counter()
             if handle is None:  # sequential: compile, then time
                 results = measurer.measure(configs, deadline=deadline)
@@ -228,8 +230,8 @@ def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S,
             run.record(results, search)
             _say(progress, f"[tune {op}] {len(run.measured)} candidates in {run.elapsed():.1f} s; best "
                            + (f"{run.best.median_s * 1e3:.3f} ms {run.best.config}" if run.best else "none yet"))
-            if run.elapsed() >= budget_s:
-                if pending is not None:  # still compiling at the end of the budget
+            if run.elapsed() >= run.search_s:
+                if pending is not None:  # still compiling at the end of the search's budget
                     run.dropped += len(pending[0])
                     measurer.abandon()
                 break
@@ -238,7 +240,9 @@ def tune(op: str, A, feat, *, target="llvm", budget_s: float = DEFAULT_BUDGET_S,
         if run.best is None:
             errors = "; ".join(sorted({m.error for m in run.measured if m.error}))[:800]
             raise RuntimeError(f"no candidate compiled and ran correctly: {errors}")
+        began = time.perf_counter()
         config, median, default_median, finalists = _final_pick(measurer, run.measured, space.default())
+        run.phases["finalists_s"] = time.perf_counter() - began
     finally:
         measurer.close()
     tune_s = time.perf_counter() - started
@@ -263,17 +267,18 @@ class _Run:
 
     def __init__(self, op: str, budget_s: float, trials: int | None, batch: int, started: float):
         self.op, self.budget_s, self.trials, self.batch, self.started = op, budget_s, trials, batch, started
+        self.search_s = budget_s * (1 - FINAL_SHARE)  # the rest re-times the finalists
         self.proposed = self.dropped = 0
         self.measured: list[Measurement] = []
         self.best: Measurement | None = None
-        self.phases = {"propose_s": 0.0, "compile_wait_s": 0.0, "measure_s": 0.0}
+        self.phases = {"propose_s": 0.0, "compile_wait_s": 0.0, "measure_s": 0.0, "finalists_s": 0.0}
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
 
     def has_time(self) -> bool:
         """Whether the budget (seconds and trials) allows another batch."""
-        return self.elapsed() < self.budget_s and (self.trials is None or self.proposed < self.trials)
+        return self.elapsed() < self.search_s and (self.trials is None or self.proposed < self.trials)
 
     def compile_floor(self) -> float:
         """The least time a batch gets to compile: more until a candidate has run."""
@@ -322,7 +327,8 @@ def _final_pick(measurer: Measurer, measured: list[Measurement], default: dict):
     default_ran = any(config_key(m.config) == config_key(default) and m.median_s is not None for m in measured)
     if default_ran and config_key(default) not in {config_key(c) for c in finalists}:
         finalists.append(default)
-    retimed = [m for m in measurer.measure(finalists, FINALISTS_TIMING) if m.median_s is not None]
+    # compiled already: they load from the kernel cache in this process, with no compile worker
+    retimed = [m for m in measurer.time_compiled(finalists, timing=FINALISTS_TIMING) if m.median_s is not None]
     if not retimed:  # the finalists failed on re-timing (should not happen): keep the search's numbers
         retimed = ranked[:1]
     winner = min(retimed, key=lambda m: m.median_s)
