@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from speedup_tables import (
     geomean,
+    headline_table,
     latex_table,
     markdown_report,
     missing_reference_notes,
@@ -229,6 +230,7 @@ def test_nothing_that_did_not_run_is_an_empty_table_with_its_columns():
     ([2.0, 8.0, math.inf], 4.0),
     ([4.0, -1.0], 4.0),
     ([4.0, 0.0], 4.0),
+    ([0.5, 2.0], 1.0),  # a slowdown counts: only values <= 0 (and not finite) are left out
 ])
 def test_the_geometric_mean_takes_the_finite_positive_values(values, expected):
     assert geomean(pd.Series(values)) == pytest.approx(expected)
@@ -238,6 +240,14 @@ def test_the_geometric_mean_of_nothing_is_nan_without_a_numpy_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert math.isnan(geomean(pd.Series([math.nan, 0.0])))
+
+
+def test_the_headline_has_every_sparsetir_contender_whatever_comes_before_it():
+    records = [_timed("scipy", 2e-3), _timed("sparsetir-csr", 1e-3), _timed("torch-csr-i32", 4e-3),
+               _timed("sparsetir-ell", 4e-3)]
+    table = headline_table(speedup_frame(records, SPMM, "spmm"), "speedup_vs_reference")
+    assert table["contender"].tolist() == ["sparsetir-csr", "sparsetir-ell"]
+    assert table[["wins", "ties", "losses", "cases"]].values.tolist() == [[1, 0, 0, 1], [0, 0, 1, 1]]
 
 
 def test_write_tables_keeps_one_experiment_in_the_given_order(tmp_path):
