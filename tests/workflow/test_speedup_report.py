@@ -8,6 +8,7 @@ geometric-mean row and the bandwidth model.
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
@@ -23,6 +24,7 @@ from speedup_tables import (
     records_frame,
     speedup_frame,
     wide_table,
+    write_summary,
     write_tables,
 )
 from test_speedup_tables import SDDMM, SPMM, _missing, _row, _timed
@@ -321,3 +323,29 @@ def test_bandwidths_are_in_gigabytes_and_feature_sizes_stay_integers(tmp_path):
     assert "Copy bandwidth measured in the same runs: 8.3 GB/s (median over cases)." in (tmp_path / "s.md").read_text()
     header, row = (tmp_path / "s.csv").read_text().splitlines()[:2]
     assert header.startswith("experiment,device,dataset,feat,") and row.startswith("spmm,cpu,cora,32,scipy,")
+
+
+def test_the_summary_judges_sparsetir_against_each_devices_reference(tmp_path):
+    records = SPMM_RECORDS + [_timed("sparsetir-csr", 1e-3, experiment="sddmm", dataset="ppi")]  # another experiment
+    summary = write_summary(records, SPMM, "spmm", tmp_path / "summary.json")
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert (summary["experiment"], summary["title"]) == ("spmm", "SpMM (Y = A X)")
+    assert [(row["device"], row["versus"], row["geomean"], row["wins"], row["losses"], row["cases"])
+            for row in summary["headline"]] == [("cpu", "the best of 2 libraries per case", 1.0, 1, 1, 2),
+                                                 ("cuda", "torch-csr-i32", 2.0, 1, 0, 1)]
+    assert [(case["case"], case["versus"], case["speedup"]) for case in summary["cases"]] == [
+        ("cora F=32 (cpu)", "torch-csr-i32", 2.0), ("cora F=64 (cpu)", "scipy", 0.5),
+        ("cora F=32 (cuda)", "torch-csr-i32", 2.0)]
+    assert [(row["case"], row["contender"]) for row in summary["pending"]] == [
+        ("cora F=64 (cpu)", "torch-csr-i32"), ("reddit F=32 (cpu)", "*"), ("reddit F=64 (cpu)", "*")]
+    assert summary["tables"] == ["speedup.md", "speedup.csv"]
+    assert summary["figures"] == ["figures/speedup_bars.png", "figures/roofline.png"]
+    assert "ppi" not in json.dumps(summary)
+
+
+def test_the_sddmm_summary_is_titled_and_judged_against_its_fixed_reference(tmp_path):
+    summary = write_summary(SDDMM_RECORDS, SDDMM, "sddmm", tmp_path / "summary.json")
+    assert summary["title"] == "SDDMM (A ⊙ (X Yᵀ))"
+    assert [(row["versus"], row["geomean"], row["cases"]) for row in summary["headline"]] == [
+        ("torch-sampled-addmm", 4.0, 1)]
+    assert write_summary(SDDMM_RECORDS, SDDMM, "conv", tmp_path / "other.json")["title"] == "conv"
