@@ -2,7 +2,8 @@
 
 Datasets in the config's ``hyb`` table get the paper's setting as an extra hyb candidate; a
 ``bundle.rgcn`` section adds R-GCN inference candidates (``sparsetir.bench.bundle.rgcn``), a
-``bundle.conv`` section sparse-convolution candidates (``sparsetir.bench.bundle.conv``).
+``bundle.conv`` section sparse-convolution candidates (``sparsetir.bench.bundle.conv``), a
+``bundle.attention`` section block-sparse attention candidates (``sparsetir.bench.bundle.attention``).
 """
 
 
@@ -18,7 +19,7 @@ def main(output: str, settings: dict | None, hyb_table: dict, seed: int) -> dict
                         limit=settings["limit"], hyb_formats=extra, seed=seed,
                         time_limit_s=settings.get("time_limit_s"), max_bytes=int(settings["max_mib"] * 2**20),
                         wheel=settings.get("wheel"), rgcn=settings.get("rgcn"),
-                        conv=settings.get("conv"))
+                        conv=settings.get("conv"), attention=settings.get("attention"))
 
 
 if "snakemake" in globals():

@@ -56,6 +56,7 @@ from ...tune.fingerprint import fingerprint
 from ...tune.shortlist import DEFAULT_RANKED_FORMATS, shortlist
 from ...version import __version__
 from ..datasets import load_matrix
+from .attention import ATTENTION_BUNDLE_BASELINES, DEFAULT_ATTENTION_CONFIGS, build_attention_section
 from .conv import CONV_BASELINES, DEFAULT_CONV_CONFIGS, DEFAULT_CONV_LAYERS, build_conv_section
 from .ingestion import ingest
 from .manifest import BUNDLE_FORMAT
@@ -272,7 +273,8 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                  hyb_formats: dict | None = None, knob_settings=None, ranked: int = DEFAULT_RANKED_FORMATS,
                  seed: int = 0, timing: TimingPolicy | dict | None = None, baselines=None, time_limit_s: float | None = None,
                  max_bytes: int = MAX_BUNDLE_BYTES, wheel: bool | None = None, progress: bool = True,
-                 op: str = "spmm", rgcn: dict | None = None, conv: dict | None = None) -> dict:
+                 op: str = "spmm", rgcn: dict | None = None, conv: dict | None = None,
+                 attention: dict | None = None) -> dict:
     """Compile the candidates of every (dataset, feat) and write the bundle folder ``out``; returns its manifest.
 
     ``target``: "cuda" (default) or "llvm" (a CPU bundle, for testing the runner here).
@@ -286,6 +288,9 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
     "baselines": [...]}``; :mod:`sparsetir.bench.bundle.rgcn`), in the manifest's ``rgcn`` section.
     ``conv``: also sparse-convolution candidates (``{"clouds": ["kitti-000000"], "voxel_size": 0.2,
     "layers": [...], "limit": 2, "baselines": [...]}``; :mod:`sparsetir.bench.bundle.conv`), section ``conv``.
+    ``attention``: also block-sparse attention candidates (``{"seqs": [4096], "masks": {...}, "heads": 12,
+    "head_dim": 64, "block": 16, "dtype": "float16", "limit": 3, "baselines": [...]}``;
+    :mod:`sparsetir.bench.bundle.attention`), section ``attention``.
     """
     spec = get_op(op)
     datasets, feats = _check_datasets(datasets), _check_feats(feats)
@@ -370,6 +375,18 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                     limit=conv.get("limit", len(DEFAULT_CONV_CONFIGS)), baselines=conv.get("baselines", CONV_BASELINES),
                     say=lambda message: _say(progress, message))
                 check_size(staging, max_bytes, "the convolution candidates")
+            attention_section = None
+            if attention:
+                attention_section = build_attention_section(
+                    staging, attention.get("seqs", [4096]), masks=attention.get("masks"),
+                    batch=attention.get("batch", 1), heads=attention.get("heads", 12),
+                    head_dim=attention.get("head_dim", 64), block=attention.get("block", 16),
+                    dtype=attention.get("dtype", "float16"), target=target, seed=seed, scratch=Path(scratch),
+                    store_library=_store_library, store_candidate_files=_store_candidate_files,
+                    limit=attention.get("limit", len(DEFAULT_ATTENTION_CONFIGS)),
+                    baselines=attention.get("baselines", ATTENTION_BUNDLE_BASELINES),
+                    say=lambda message: _say(progress, message))
+                check_size(staging, max_bytes, "the attention candidates")
         manifest = {
             "format": BUNDLE_FORMAT, "id": uuid.uuid4().hex[:12], "op": op, "target": target, "device": device,
             "dtype": "float32", "seed": seed,
@@ -388,6 +405,8 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
             manifest["rgcn"] = rgcn_section
         if conv_section is not None:
             manifest["conv"] = conv_section
+        if attention_section is not None:
+            manifest["attention"] = attention_section
         manifest["build"]["seconds"] = round(time.perf_counter() - started, 1)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
         (staging / "run.sh").write_text(RUN_SH)

@@ -32,10 +32,11 @@ from ...data import dataset_slug
 from ...reference import Case
 from ...reference.conv import conv_flops, conv_reference, layer_operands
 from ...runtime import load
-from ..case_runner import short_reason, status_of
+from ..case_runner import status_of
 from ..conv import ConvLayer, parse_layer
 from ..engine import Row, prepare, time_rows
-from ..records import ALL_CONTENDERS, make_record, write_json_atomic
+from ..records import ALL_CONTENDERS, make_record
+from .in_turn import run_cases_in_turn
 
 __all__ = ["CONV_BASELINES", "DEFAULT_CONV_CONFIGS", "DEFAULT_CONV_LAYERS", "build_conv_section", "run_conv_cases"]
 
@@ -228,28 +229,15 @@ def run_conv_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, assem
                    timing, where: dict, deadline_s: float, say: Callable[[str], None]) -> list[str]:
     """Every convolution case of the bundle that fits before ``deadline_s`` (``time.monotonic()``); the record
     files, one per (cloud, voxel size)."""
-    section, device, slowest = manifest["conv"], manifest["device"], 0.0
-    by_scan: dict[str, list[dict]] = {}
-    for case in section["cases"]:
-        name = f"records/conv/{dataset_slug(case['cloud'])}-v{case['voxel_size']:g}.json"
-        if time.monotonic() + 1.2 * slowest > deadline_s:
-            say(f"conv: stopping before {case['cloud']} {case['layer']}: the time limit would be passed")
-            break
-        started = time.monotonic()
-        try:
-            records = run_conv_case(bundle, section, case, scratch, assemble, device=device, bandwidth=bandwidth,
-                                    timing=timing, where=where)
-        except Exception as error:  # one broken case must not lose the others
-            records = [make_record(experiment=_OP, op=_OP, device=device, dataset=case["cloud"], feat=case["c_in"],
-                                   contender=ALL_CONTENDERS, status="failed",
-                                   reason=short_reason(f"{type(error).__name__}: {error}"), provenance=where)]
-        by_scan.setdefault(name, []).extend(records)
-        write_json_atomic(out / name, by_scan[name])
-        slowest = max(slowest, time.monotonic() - started)
-        timed = [r for r in records if r["status"] == "ok"]
-        fastest = min(timed, key=lambda r: r["stats"]["median"]) if timed else None
-        say(f"conv {case['cloud']} {case['layer']} ({time.monotonic() - started:.1f} s): "
-            + (f"fastest {fastest['contender']} {fastest['stats']['median'] * 1e3:.3f} ms" if fastest
-               else "nothing timed")
-            + "".join(f"; {r['contender']} WRONG" for r in records if r["status"] == "wrong"))
-    return list(by_scan)
+    section, device = manifest["conv"], manifest["device"]
+
+    def failed(case: dict, reason: str) -> list[dict]:
+        return [make_record(experiment=_OP, op=_OP, device=device, dataset=case["cloud"], feat=case["c_in"],
+                            contender=ALL_CONTENDERS, status="failed", reason=reason, provenance=where)]
+
+    return run_cases_in_turn(
+        section["cases"], lambda case: run_conv_case(bundle, section, case, scratch, assemble, device=device,
+                                                     bandwidth=bandwidth, timing=timing, where=where),
+        out, family="conv",
+        file_of=lambda case: f"records/conv/{dataset_slug(case['cloud'])}-v{case['voxel_size']:g}.json",
+        label_of=lambda case: f"{case['cloud']} {case['layer']}", failed=failed, deadline_s=deadline_s, say=say)

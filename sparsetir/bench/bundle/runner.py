@@ -11,7 +11,8 @@ are timed with the one timer (``bench.engine.time_rows``: CUDA events and a 256 
 GPU, interleaved on a CPU). Nothing here imports the compiler.
 ``<out>/records/<dataset>-feat<F>.json`` is written after every case (R-GCN cases, when the
 bundle has them: ``<out>/records/rgcn/<dataset>.json``, :mod:`sparsetir.bench.bundle.rgcn`; convolution
-cases: ``<out>/records/conv/<cloud>-v<size>.json``, :mod:`sparsetir.bench.bundle.conv`) and
+cases: ``<out>/records/conv/<cloud>-v<size>.json``, :mod:`sparsetir.bench.bundle.conv`; attention
+cases: ``<out>/records/attention/seq<N>.json``, :mod:`sparsetir.bench.bundle.attention`) and
 ``<out>/run.json`` says how far the run got, so a killed run leaves every finished case behind.
 A case is not started when the time limit would be passed (estimated from the slowest case so far).
 """
@@ -37,6 +38,7 @@ from ..case_runner import flops, measure_bandwidth, short_reason, status_of
 from ..engine import Row, contender_rows, prepare, time_rows, variant_name
 from ..records import ALL_CONTENDERS, make_record, provenance, write_json_atomic
 from ..threads import configure_threads
+from .attention import run_attention_cases
 from .conv import run_conv_cases
 from .manifest import contender_name, is_candidate_name, read_manifest
 from .rgcn import run_rgcn_cases
@@ -261,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
             status["files"] += run_conv_cases(bundle, manifest, out, Path(scratch), assemble_kernel,
                                               bandwidth=bandwidth, timing=timing, where=where,
                                               deadline_s=started + limit_s, say=say)
+        if manifest.get("attention") and status["stopped"] is None:  # block-sparse attention cases
+            status["files"] += run_attention_cases(bundle, manifest, out, Path(scratch), assemble_kernel,
+                                                   bandwidth=bandwidth, timing=timing, where=where,
+                                                   deadline_s=started + limit_s, say=say)
     status.update(elapsed_s=round(time.monotonic() - started, 1), tvm_compiler_loaded=compiler_loaded(),
                   finished=status["stopped"] is None)
     write_json_atomic(out / "run.json", status)

@@ -1,0 +1,73 @@
+"""Block-sparse attention in the GPU bundle: one kernel per (case, format) built here with the case's
+layout, and the runner, with only the TVM runtime, checks and times them with the torch baselines on
+the device, writing records the attention tables read."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_bundle import run_bundle
+
+from sparsetir.bench.bundle import build_bundle, read_manifest
+from sparsetir.bench.records import read_records
+from sparsetir.data import masks
+
+TINY = {"flush": False, "samples": 3, "min_samples": 3, "max_time_s": 0.2, "warmup_s": 0.0, "min_warmup": 1}
+ATTENTION = {"seqs": [64], "masks": {"band": {"kind": "longformer", "window": 16}}, "heads": 2, "head_dim": 16,
+             "dtype": "float32", "limit": 2, "baselines": ["sdpa-dense-mask", "torch-bsr", "triton-blocksparse"]}
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    """A CPU bundle: one SpMM candidate on cora, and BSR and DBSR attention on a band."""
+    out = tmp_path_factory.mktemp("attention-bundle") / "gpu-bundle"
+    build_bundle(out, ["cora"], [8], target="llvm", limit=1, wheel=False, progress=False, timing=TINY,
+                 baselines=["scipy_sparse"], attention=ATTENTION)
+    return out
+
+
+def test_the_bundle_holds_each_cases_layout_and_its_candidates(bundle):
+    section = read_manifest(bundle)["attention"]
+    assert [case["case"] for case in section["cases"]] == ["band-seq64"]
+    assert section["heads"] == 2 and section["dtype"] == "float32"
+    case = section["cases"][0]
+    assert [c["config"]["format"] for c in case["candidates"]] == ["bsr", "dbsr"]
+    with np.load(bundle / case["input"]) as arrays:
+        np.testing.assert_array_equal(arrays["layout"], masks.longformer(64, 16, 16))
+    for candidate in case["candidates"]:
+        for field in ("library", "manifest", "structure"):
+            assert (bundle / candidate[field]).is_file()
+
+
+@pytest.mark.slow  # the runner in its own process: imports, the reference, every contender checked and timed
+def test_the_runner_checks_and_times_attention_with_the_runtime_only(bundle, tmp_path):
+    run = run_bundle(bundle, tmp_path / "out")
+    assert run.returncode == 0, run.stderr + run.stdout
+    status = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert status["tvm_compiler_loaded"] is False and "records/attention/seq64.json" in status["files"]
+    records = read_records([tmp_path / "out" / "records" / "attention" / "seq64.json"])
+    found = {record["contender"]: record for record in records}
+    for name in ("sparsetir-bsr", "sparsetir-dbsr", "sdpa-dense-mask", "torch-bsr"):
+        assert found[name]["status"] == "ok", found[name].get("reason")
+        assert found[name]["experiment"] == "attention" and found[name]["provenance"]["runtime_only"]
+    assert found["triton-blocksparse"]["status"] == "unavailable"  # CUDA only
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workflows" / "scripts"))
+    from attention_tables import write_tables
+
+    frame = write_tables(records, tmp_path / "s.csv", tmp_path / "s.md", tmp_path / "s.tex",
+                         ["sdpa-dense-mask", "torch-bsr"])  # the attention tables read the GPU host's records
+    ours = frame[frame["contender"] == "sparsetir-bsr"].iloc[0]
+    assert ours["speedup_vs_reference"] > 0 and ours["mask"] == "band"
+
+
+def test_bad_attention_bundle_settings_are_clear_errors(tmp_path):
+    with pytest.raises(ValueError, match="unknown attention bundle baseline"):
+        build_bundle(tmp_path / "b", ["cora"], [8], target="llvm", limit=1, wheel=False, progress=False,
+                     attention={**ATTENTION, "baselines": ["sdpa-dense"]})
+    with pytest.raises(ValueError, match="unknown attention mask kind"):
+        build_bundle(tmp_path / "b", ["cora"], [8], target="llvm", limit=1, wheel=False, progress=False,
+                     attention={**ATTENTION, "masks": {"x": {"kind": "checkerboard"}}})
