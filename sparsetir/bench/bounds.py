@@ -6,7 +6,7 @@
   bytes = read + write);
 - **gather bandwidth**: random rows of a dense ``(rows, F)`` float32 matrix gathered (the faster
   of torch ``index_select`` on all threads and ``np.take``), from working sets sized for L2, L3
-  and DRAM, per feature size;
+  and DRAM, per feature size, as bytes moved (each row read and written);
 - **peak FMA throughput**: a float32 ``mm`` of 1024 x 1024 matrices (all threads), in flop/s.
 
 :func:`case_bounds` then gives a case's time under three models (seconds; a kernel at a bound
@@ -124,7 +124,9 @@ def measure_machine(timing: TimingPolicy, *, feats=GATHER_FEATS, threads: int | 
             # no flush: an L2/L3 working set must stay where it is; DRAM's does not fit anyway
             stats = time_interleaved(methods, timing.replace(flush=False), samples=min(timing.samples, 20))
             fastest = min(stat.median for stat in stats.values())
-            machine.gather[level][feat] = GATHER_INDICES * feat * 4 / fastest
+            # bytes moved: each gathered row is read and written; a CSR kernel only reads it (into
+            # registers), so counting the gather's reads alone would make the model too slow to be a bound
+            machine.gather[level][feat] = 2 * GATHER_INDICES * feat * 4 / fastest
     a, b = torch.ones(1024, 1024), torch.ones(1024, 1024)
     c = torch.empty(1024, 1024)
     stats = time_interleaved({"mm": lambda: torch.mm(a, b, out=c)}, timing.replace(flush=False),
