@@ -252,6 +252,11 @@ def test_the_headline_has_every_sparsetir_contender_whatever_comes_before_it():
     assert table[["wins", "ties", "losses", "cases"]].values.tolist() == [[1, 0, 0, 1], [0, 0, 1, 1]]
 
 
+def test_a_headline_without_a_sparsetir_contender_is_an_empty_table_with_its_columns():
+    table = headline_table(speedup_frame([_timed("scipy", 2e-3)], SPMM, "spmm"), "speedup_vs_reference")
+    assert table.empty and list(table.columns) == ["contender", "geomean", "wins", "ties", "losses", "cases"]
+
+
 def test_write_tables_keeps_one_experiment_in_the_given_order(tmp_path):
     records = SPMM_RECORDS + [_timed("sparsetir-csr", 1e-3, experiment="sddmm", dataset="ppi")]
     paths = {ext: tmp_path / f"speedup.{ext}" for ext in ("csv", "md", "tex")}
