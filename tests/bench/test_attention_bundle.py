@@ -21,6 +21,16 @@ ATTENTION = {"seqs": [64], "masks": {"band": {"kind": "longformer", "window": 16
              "dtype": "float32", "limit": 2, "baselines": ["sdpa-dense-mask", "torch-bsr", "triton-blocksparse"]}
 
 
+def attention_tables():
+    """``workflows/scripts/attention_tables.py``, imported as Snakemake's scripts import it."""
+    scripts = str(Path(__file__).resolve().parents[2] / "workflows" / "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    import attention_tables as module
+
+    return module
+
+
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
     """A CPU bundle: one SpMM candidate on cora, and BSR and DBSR attention on a band."""
@@ -55,11 +65,8 @@ def test_the_runner_checks_and_times_attention_with_the_runtime_only(bundle, tmp
         assert found[name]["status"] == "ok", found[name].get("reason")
         assert found[name]["experiment"] == "attention" and found[name]["provenance"]["runtime_only"]
     assert found["triton-blocksparse"]["status"] == "unavailable"  # CUDA only
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workflows" / "scripts"))
-    from attention_tables import write_tables
-
-    frame = write_tables(records, tmp_path / "s.csv", tmp_path / "s.md", tmp_path / "s.tex",
-                         ["sdpa-dense-mask", "torch-bsr"])  # the attention tables read the GPU host's records
+    frame = attention_tables().write_tables(records, tmp_path / "s.csv", tmp_path / "s.md", tmp_path / "s.tex",
+                                            ["sdpa-dense-mask", "torch-bsr"])  # the attention tables read the GPU host's records
     ours = frame[frame["contender"] == "sparsetir-bsr"].iloc[0]
     assert ours["speedup_vs_reference"] > 0 and ours["mask"] == "band"
 
@@ -71,3 +78,27 @@ def test_bad_attention_bundle_settings_are_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="unknown attention mask kind"):
         build_bundle(tmp_path / "b", ["cora"], [8], target="llvm", limit=1, wheel=False, progress=False,
                      attention={**ATTENTION, "masks": {"x": {"kind": "checkerboard"}}})
+
+
+@pytest.mark.slow  # a second bundle and a runner process
+def test_prunedbert_weights_are_built_checked_and_timed_against_dense(mirror_path, tmp_path):
+    weight = "transformer/magnitude/0.98/attention_q"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARSETIR_DATA_MIRROR", str(mirror_path))
+        build_bundle(tmp_path / "b", ["cora"], [8], target="llvm", limit=1, wheel=False, progress=False, timing=TINY,
+                     baselines=["scipy_sparse"],
+                     attention={"seqs": [], "prunedbert": {"matrices": [weight], "tokens": 8,
+                                                           "formats": {"sparsetir-csr": "csr",
+                                                                       "sparsetir-bsr-32": "bsr:32"}}})
+    section = read_manifest(tmp_path / "b")["attention"]
+    assert section["cases"] == [] and [c["case"] for c in section["prunedbert"]["cases"]] == [weight]
+    run = run_bundle(tmp_path / "b", tmp_path / "out")
+    assert run.returncode == 0, run.stderr + run.stdout
+    records = read_records([tmp_path / "out" / "records" / "attention" / "prunedbert.json"])
+    found = {record["contender"]: record for record in records}
+    assert set(found) == {"sparsetir-csr", "sparsetir-bsr-32", "torch-dense", "torch-csr-i32"}
+    assert all(record["status"] == "ok" and record["experiment"] == "prunedbert" for record in records)
+    frame = attention_tables().write_tables(records, tmp_path / "s.csv", tmp_path / "s.md", tmp_path / "s.tex", [],
+                                            "torch-dense")
+    assert "Best sparse format per weight" in (tmp_path / "s.md").read_text()
+    assert (frame[frame["contender"] == "sparsetir-csr"]["speedup_vs_reference"] > 0).all()

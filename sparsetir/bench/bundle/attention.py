@@ -14,6 +14,12 @@ mask, torch's BSR), everything is checked against the float64 reference (1e-5 of
 value in float32, 1e-2 in half precision), then timed with the one timer (CUDA events, L2 flush).
 Records go to ``<out>/records/attention/seq<N>.json`` in the CPU records' form (``case``,
 ``setting``, ``kind``), so ``workflows/scripts/attention_tables.py`` reads them as they are.
+
+PrunedBERT (``prunedbert`` in the section, :func:`build_prunedbert_section`): each DLMC weight,
+its values seeded as the CPU benchmark seeds them, goes to ``inputs/prunedbert-<name>.npz`` with
+one ``compile_spmm`` kernel per format (csr, bsr:32, dbsr:32, srbcrs:8:32 by default); the runner
+checks and times them against cuBLAS dense (``torch-dense``) and cuSPARSE (``torch-csr-i32``),
+writing ``<out>/records/attention/prunedbert.json``.
 """
 
 from __future__ import annotations
@@ -24,17 +30,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ...reference import Case
+from ...data import dataset_slug
+from ...reference import Case, get_reference
 from ...reference.sparse_attention import attention_reference, dense_mask
 from ...runtime import load
 from ..attention import attention_operands
 from ..case_runner import status_of
-from ..engine import Row, prepare, time_rows
+from ..engine import Row, contender_rows, prepare, time_rows
 from ..records import ALL_CONTENDERS, make_record
 from .in_turn import run_cases_in_turn
 
 __all__ = ["ATTENTION_BUNDLE_BASELINES", "DEFAULT_ATTENTION_CONFIGS", "DEFAULT_ATTENTION_MASKS",
-           "build_attention_section", "run_attention_cases"]
+           "DEFAULT_PRUNEDBERT_FORMATS", "PRUNEDBERT_BASELINES", "build_attention_section",
+           "build_prunedbert_section", "run_attention_cases", "run_prunedbert_cases"]
 
 #: Candidate configurations, in order (tensor cores apply to float16/bfloat16 only).
 DEFAULT_ATTENTION_CONFIGS = ({"format": "bsr", "tensor_cores": True}, {"format": "dbsr", "tensor_cores": True},
@@ -45,6 +53,10 @@ DEFAULT_ATTENTION_MASKS = {"longformer": {"window": 32}, "bigbird": {"window": 1
 ATTENTION_BUNDLE_BASELINES = ("triton-blocksparse", "flex-attention", "flex-attention-fine", "sdpa-dense-mask",
                               "torch-bsr")
 _OP = "sparse_attention"
+DEFAULT_PRUNEDBERT_FORMATS = {"sparsetir-csr": "csr", "sparsetir-bsr-32": "bsr:32", "sparsetir-dbsr-32": "dbsr:32",
+                              "sparsetir-srbcrs-8-32": "srbcrs:8:32"}
+#: variant -> its module in ``baselines`` (dense torch.mm: cuBLAS on a GPU, MKL on the CPU; torch's CSR: cuSPARSE)
+PRUNEDBERT_BASELINES = {"torch-dense": "baselines.dense", "torch-csr-i32": "baselines.torch_sparse"}
 
 
 # ---------------------------------------------------------------- build (compile host)
@@ -54,12 +66,13 @@ def build_attention_section(staging: Path, seqs: Sequence[int], *, masks: dict |
                             heads: int = 12, head_dim: int = 64, block: int = 16, dtype: str = "float16", target,
                             seed: int, scratch: Path, store_library: Callable, store_candidate_files: Callable,
                             limit: int = len(DEFAULT_ATTENTION_CONFIGS),
-                            baselines: Sequence[str] = ATTENTION_BUNDLE_BASELINES,
+                            baselines: Sequence[str] = ATTENTION_BUNDLE_BASELINES, prunedbert: dict | None = None,
                             say: Callable[[str], None] = lambda message: None) -> dict:
     """Compile the attention candidates into the bundle being staged; the manifest's ``attention`` section.
     ``masks``: name -> keyword arguments of its generator in ``sparsetir.data.masks`` (``kind`` names
     the generator when it is not the name). ``store_library``/``store_candidate_files``: the bundle's
-    content-addressed stores."""
+    content-addressed stores. ``prunedbert``: also PrunedBERT's weights (``{"matrices": [...], "tokens": 256,
+    "formats": {name: format}, "baselines": [...]}``, :func:`build_prunedbert_section`)."""
     from ...backend import device_of, normalize_target  # noqa: PLC0415 - compile host only
     from ...data import masks as generators  # noqa: PLC0415 - compile host only: the runner reads the layouts
     from ...ops import compile_sparse_attention  # noqa: PLC0415 - compile host only: the runner never imports this
@@ -96,8 +109,15 @@ def build_attention_section(staging: Path, seqs: Sequence[int], *, masks: dict |
             cases.append({"case": case_name, "mask": name, "seq": seq, "input": relpath,
                           "block_sparsity": 1.0 - float(layout.mean()), "candidates": candidates})
             say(f"attention {case_name}: {len(candidates)} candidates in {time.perf_counter() - started:.1f} s")
-    return {"batch": batch, "heads": heads, "head_dim": head_dim, "block": block, "dtype": dtype, "seed": seed,
-            "baselines": list(baselines), "cases": cases}
+    section = {"batch": batch, "heads": heads, "head_dim": head_dim, "block": block, "dtype": dtype, "seed": seed,
+               "baselines": list(baselines), "cases": cases}
+    if prunedbert:
+        section["prunedbert"] = build_prunedbert_section(
+            staging, prunedbert["matrices"], tokens=prunedbert.get("tokens", 256), formats=prunedbert.get("formats"),
+            target=target, seed=seed, scratch=scratch, store_library=store_library,
+            store_candidate_files=store_candidate_files,
+            baselines=prunedbert.get("baselines", tuple(PRUNEDBERT_BASELINES)), say=say)
+    return section
 
 
 # ---------------------------------------------------------------- run (GPU host, runtime only)
@@ -182,8 +202,8 @@ def _baseline_rows(names: Sequence[str], q, k, v, layout, block: int, case: Case
 def run_attention_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, assemble: Callable, *,
                         bandwidth: dict, timing, where: dict, deadline_s: float,
                         say: Callable[[str], None]) -> list[str]:
-    """Every attention case of the bundle that fits before ``deadline_s`` (``time.monotonic()``); the record
-    files, one per sequence length."""
+    """Every attention case of the bundle that fits before ``deadline_s`` (``time.monotonic()``), then the
+    PrunedBERT weights; the record files, one per sequence length (and ``prunedbert.json``)."""
     section, device = manifest["attention"], manifest["device"]
 
     def failed(case: dict, reason: str) -> list[dict]:
@@ -191,8 +211,106 @@ def run_attention_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, 
                             feat=section["head_dim"], contender=ALL_CONTENDERS, status="failed", reason=reason,
                             provenance=where)]
 
-    return run_cases_in_turn(
+    files = run_cases_in_turn(
         section["cases"], lambda case: run_attention_case(bundle, section, case, scratch, assemble, device=device,
                                                           bandwidth=bandwidth, timing=timing, where=where),
         out, family="attention", file_of=lambda case: f"records/attention/seq{case['seq']}.json",
+        label_of=lambda case: case["case"], failed=failed, deadline_s=deadline_s, say=say)
+    if section.get("prunedbert"):
+        files += run_prunedbert_cases(bundle, manifest, out, scratch, assemble, bandwidth=bandwidth, timing=timing,
+                                      where=where, deadline_s=deadline_s, say=say)
+    return files
+
+
+# ---------------------------------------------------------------- PrunedBERT: pruned weights x activations
+
+
+def build_prunedbert_section(staging: Path, matrices: Sequence[str], *, tokens: int = 256,
+                             formats: dict | None = None, target, seed: int, scratch: Path, store_library: Callable,
+                             store_candidate_files: Callable, baselines: Sequence[str] = tuple(PRUNEDBERT_BASELINES),
+                             say: Callable[[str], None] = lambda message: None) -> dict:
+    """Compile ``ops.spmm`` for each DLMC weight in each format; the section's ``prunedbert`` part."""
+    from ...data import masks as generators  # noqa: PLC0415 - compile host only (the mirror is here)
+    from ...ops import compile_spmm  # noqa: PLC0415 - compile host only: the runner never imports this
+
+    unknown = sorted(set(baselines) - set(PRUNEDBERT_BASELINES))
+    if unknown:
+        raise ValueError(f"unknown PrunedBERT bundle baseline(s) {unknown}; known: {', '.join(PRUNEDBERT_BASELINES)}")
+    cases = []
+    for name in dict.fromkeys(matrices):
+        started = time.perf_counter()
+        W = generators.dlmc(name).astype(np.float32).tocsr()
+        W.data = np.random.default_rng(seed).standard_normal(W.nnz).astype(np.float32)  # as the CPU benchmark
+        relpath = f"inputs/prunedbert-{dataset_slug(name)}.npz"
+        np.savez_compressed(staging / relpath, indptr=W.indptr, indices=W.indices, data=W.data,
+                            shape=np.asarray(W.shape, dtype=np.int64))
+        candidates = []
+        for index, (contender, fmt) in enumerate((formats or DEFAULT_PRUNEDBERT_FORMATS).items()):
+            kernel = compile_spmm(W, tokens, format=fmt, target=target)
+            library, _ = store_library(staging, Path(kernel.function.library))
+            manifest_rel, structure_rel = store_candidate_files(staging, kernel, scratch)
+            candidates.append({"id": f"prunedbert-{dataset_slug(name)}-{index:02d}", "contender": contender,
+                               "format": fmt, "library": library, "manifest": manifest_rel,
+                               "structure": structure_rel, "compile_s": kernel.timings.get("compile_s"),
+                               "convert_s": kernel.timings.get("convert_s")})
+        cases.append({"case": name, "input": relpath, "shape": list(W.shape), "nnz": int(W.nnz),
+                      "sparsity": 1.0 - W.nnz / (W.shape[0] * W.shape[1]), "candidates": candidates})
+        say(f"prunedbert {name}: {len(candidates)} formats in {time.perf_counter() - started:.1f} s")
+    return {"tokens": tokens, "seed": seed, "baselines": list(baselines), "cases": cases}
+
+
+def run_prunedbert_case(bundle: Path, section: dict, case: dict, scratch: Path, assemble: Callable, *, device: str,
+                        bandwidth: dict, timing, where: dict) -> list[dict]:
+    """Check and time one weight's formats and the dense and CSR baselines; one record per contender."""
+    import scipy.sparse as sp  # noqa: PLC0415 - only here
+
+    from .runner import candidate_factory  # noqa: PLC0415 - the runner imports this module
+
+    with np.load(bundle / case["input"], allow_pickle=False) as arrays:
+        A = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(arrays["shape"]))
+    tokens = section["tokens"]
+    bench_case = get_reference("spmm").make_case(A, tokens, np.random.default_rng(section["seed"]))
+    rows, candidates = [], {}
+    for candidate in case["candidates"]:
+        candidates[candidate["contender"]] = candidate
+        library = assemble(bundle, candidate, scratch)
+        rows.append(prepare(Row(candidate["contender"], "compile"),
+                            candidate_factory(library, bench_case.inputs[0], device), bench_case))
+    modules = list(dict.fromkeys(PRUNEDBERT_BASELINES[name] for name in section["baselines"]))
+    rows += [row for row in contender_rows("spmm", A, bench_case, {}, baseline_modules=modules, device=device)
+             if row.contender in section["baselines"]]
+    time_rows("spmm", rows, bench_case, bandwidth["bytes_per_s"], timing, device)
+    info = {"shape": case["shape"], "nnz": case["nnz"], "sparsity": case["sparsity"], "tokens": tokens}
+    records = []
+    for row in rows:
+        status, reason = status_of(row)
+        candidate = candidates.get(row.contender)
+        times = ({"convert_s": candidate.get("convert_s"), "compile_s": candidate.get("compile_s"),
+                  "setup_s": row.setup_s} if candidate else {"convert_s": row.setup_s, "setup_s": row.setup_s})
+        record = make_record(
+            experiment="prunedbert", op="spmm", device=device, dataset=case["case"], feat=tokens,
+            contender=row.contender, status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
+            shape=list(A.shape), nnz=int(A.nnz), variant=candidate["format"] if candidate else row.contender,
+            times=times, min_bytes=bench_case.min_bytes, flops=2 * int(A.nnz) * tokens,
+            copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where)
+        record.update(case=case["case"], setting=dict(info), kind="sparsetir" if candidate else "baseline")
+        records.append(record)
+    return records
+
+
+def run_prunedbert_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, assemble: Callable, *,
+                         bandwidth: dict, timing, where: dict, deadline_s: float,
+                         say: Callable[[str], None]) -> list[str]:
+    """Every PrunedBERT weight of the bundle that fits before ``deadline_s``; the record file."""
+    section, device = manifest["attention"]["prunedbert"], manifest["device"]
+
+    def failed(case: dict, reason: str) -> list[dict]:
+        return [make_record(experiment="prunedbert", op="spmm", device=device, dataset=case["case"],
+                            feat=section["tokens"], contender=ALL_CONTENDERS, status="failed", reason=reason,
+                            provenance=where)]
+
+    return run_cases_in_turn(
+        section["cases"], lambda case: run_prunedbert_case(bundle, section, case, scratch, assemble, device=device,
+                                                           bandwidth=bandwidth, timing=timing, where=where),
+        out, family="prunedbert", file_of=lambda case: "records/attention/prunedbert.json",
         label_of=lambda case: case["case"], failed=failed, deadline_s=deadline_s, say=say)

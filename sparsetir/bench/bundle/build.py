@@ -289,7 +289,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
     ``conv``: also sparse-convolution candidates (``{"clouds": ["kitti-000000"], "voxel_size": 0.2,
     "layers": [...], "limit": 2, "baselines": [...]}``; :mod:`sparsetir.bench.bundle.conv`), section ``conv``.
     ``attention``: also block-sparse attention candidates (``{"seqs": [4096], "masks": {...}, "heads": 12,
-    "head_dim": 64, "block": 16, "dtype": "float16", "limit": 3, "baselines": [...]}``;
+    "head_dim": 64, "block": 16, "dtype": "float16", "limit": 3, "baselines": [...], "prunedbert": {...}}``;
     :mod:`sparsetir.bench.bundle.attention`), section ``attention``.
     """
     spec = get_op(op)
@@ -385,7 +385,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                     store_library=_store_library, store_candidate_files=_store_candidate_files,
                     limit=attention.get("limit", len(DEFAULT_ATTENTION_CONFIGS)),
                     baselines=attention.get("baselines", ATTENTION_BUNDLE_BASELINES),
-                    say=lambda message: _say(progress, message))
+                    prunedbert=attention.get("prunedbert"), say=lambda message: _say(progress, message))
                 check_size(staging, max_bytes, "the attention candidates")
         manifest = {
             "format": BUNDLE_FORMAT, "id": uuid.uuid4().hex[:12], "op": op, "target": target, "device": device,
