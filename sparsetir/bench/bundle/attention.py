@@ -38,7 +38,7 @@ from ..attention import attention_operands
 from ..case_runner import status_of
 from ..engine import Row, contender_rows, prepare, time_rows
 from ..records import ALL_CONTENDERS, make_record
-from .in_turn import run_cases_in_turn
+from .in_turn import row_times, run_cases_in_turn
 
 __all__ = ["ATTENTION_BUNDLE_BASELINES", "DEFAULT_ATTENTION_CONFIGS", "DEFAULT_ATTENTION_MASKS",
            "DEFAULT_PRUNEDBERT_FORMATS", "PRUNEDBERT_BASELINES", "build_attention_section",
@@ -164,13 +164,11 @@ def run_attention_case(bundle: Path, section: dict, case: dict, scratch: Path, a
     for row in rows:
         status, reason = status_of(row)
         candidate = candidates.get(row.contender)
-        times = ({"convert_s": candidate.get("convert_s"), "compile_s": candidate.get("compile_s"),
-                  "setup_s": row.setup_s} if candidate else {"convert_s": row.setup_s, "setup_s": row.setup_s})
         record = make_record(
             experiment="attention", op=_OP, device=device, dataset=case["case"], feat=head_dim,
             contender=row.contender, status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
             shape=[seq, seq], nnz=kept, variant=candidate["config"]["format"] if candidate else row.contender,
-            times=times, min_bytes=bench_case.min_bytes, flops=4 * kept * head_dim,
+            times=row_times(row, candidate), min_bytes=bench_case.min_bytes, flops=4 * kept * head_dim,
             copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where)
         record.update(case=case["case"], setting=dict(info), kind="sparsetir" if candidate else "baseline")
         if candidate is not None:
@@ -285,13 +283,11 @@ def run_prunedbert_case(bundle: Path, section: dict, case: dict, scratch: Path, 
     for row in rows:
         status, reason = status_of(row)
         candidate = candidates.get(row.contender)
-        times = ({"convert_s": candidate.get("convert_s"), "compile_s": candidate.get("compile_s"),
-                  "setup_s": row.setup_s} if candidate else {"convert_s": row.setup_s, "setup_s": row.setup_s})
         record = make_record(
             experiment="prunedbert", op="spmm", device=device, dataset=case["case"], feat=tokens,
             contender=row.contender, status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
             shape=list(A.shape), nnz=int(A.nnz), variant=candidate["format"] if candidate else row.contender,
-            times=times, min_bytes=bench_case.min_bytes, flops=2 * int(A.nnz) * tokens,
+            times=row_times(row, candidate), min_bytes=bench_case.min_bytes, flops=2 * int(A.nnz) * tokens,
             copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where)
         record.update(case=case["case"], setting=dict(info), kind="sparsetir" if candidate else "baseline")
         records.append(record)

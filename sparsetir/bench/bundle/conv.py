@@ -36,7 +36,7 @@ from ..case_runner import status_of
 from ..conv import ConvLayer, parse_layer
 from ..engine import Row, prepare, time_rows
 from ..records import ALL_CONTENDERS, make_record
-from .in_turn import run_cases_in_turn
+from .in_turn import row_times, run_cases_in_turn
 
 __all__ = ["CONV_BASELINES", "DEFAULT_CONV_CONFIGS", "DEFAULT_CONV_LAYERS", "build_conv_section", "run_conv_cases"]
 
@@ -199,13 +199,11 @@ def run_conv_case(bundle: Path, section: dict, case: dict, scratch: Path, assemb
     for row in rows:
         status, reason = status_of(row)
         candidate = candidates.get(row.contender)
-        times = ({"convert_s": candidate.get("convert_s"), "compile_s": candidate.get("compile_s"),
-                  "setup_s": row.setup_s} if candidate else {"convert_s": row.setup_s, "setup_s": row.setup_s})
         record = make_record(
             experiment=_OP, op=_OP, device=device, dataset=case["cloud"], feat=case["c_in"], contender=row.contender,
             status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
             shape=(kmap.num_outputs, kmap.num_inputs), nnz=kmap.num_pairs,
-            variant=f"{candidate['config']['format']}" if candidate else None, times=times,
+            variant=f"{candidate['config']['format']}" if candidate else None, times=row_times(row, candidate),
             min_bytes=bench_case.min_bytes, flops=conv_flops(kmap.num_pairs, (case["c_in"], case["c_out"])),
             copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where)
         record["case"] = f"{case['cloud']} {case['voxel_size']:g} m {case['layer']}"

@@ -12,6 +12,14 @@ from ..case_runner import short_reason
 from ..records import write_json_atomic
 
 
+def row_times(row, candidate: dict | None) -> dict:
+    """A record's ``times``: a candidate's conversion and compile (done on the build host) and its
+    set-up here; for a baseline, its set-up (conversion included) as both."""
+    if candidate is None:
+        return {"convert_s": row.setup_s, "setup_s": row.setup_s}
+    return {"convert_s": candidate.get("convert_s"), "compile_s": candidate.get("compile_s"), "setup_s": row.setup_s}
+
+
 def run_cases_in_turn(cases: Iterable[dict], run_case: Callable[[dict], list[dict]], out: Path, *, family: str,
                       file_of: Callable[[dict], str], label_of: Callable[[dict], str],
                       failed: Callable[[dict, str], list[dict]], deadline_s: float,
