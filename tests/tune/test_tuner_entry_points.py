@@ -12,7 +12,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from sparsetir.backend import normalize_target
+from sparsetir.formats import read_sparse_input
 from sparsetir.tune import TuningDatabase, tune_sddmm, tune_spmm, tuner
+from sparsetir.tune.database import tuning_key
+from sparsetir.tune.fingerprint import fingerprint
 
 
 class NoMeasurer:
@@ -33,6 +37,16 @@ def db(tmp_path, monkeypatch) -> TuningDatabase:
 
 def stored_key(matrix, feat=8, op="spmm") -> dict:
     return tuner.problem(op, matrix, feat, "llvm", None)[-1]
+
+
+def test_the_key_names_the_op_the_structure_the_feature_size_the_dtype_and_the_target(matrix):
+    structure = fingerprint(read_sparse_input(matrix, canonical=True))
+    A, feats, target, device, dtype, key = tuner.problem("spmm", matrix, 8, "llvm", None)
+    assert (feats, device, dtype, A.dtype) == ((8,), "cpu", "float32", np.float32)  # the matrix's own dtype
+    assert key == tuning_key("spmm", structure, 8, "float32", normalize_target("llvm"))
+    A, _, _, _, dtype, key = tuner.problem("sddmm", matrix, 4, "llvm", "float64")
+    assert (dtype, A.dtype) == ("float64", np.float64)  # cast to the dtype asked for
+    assert key == tuning_key("sddmm", structure, 4, "float64", normalize_target("llvm"))
 
 
 def test_a_database_hit_returns_the_stored_result_without_measuring(db, matrix, capsys):
