@@ -257,6 +257,16 @@ def test_a_headline_without_a_sparsetir_contender_is_an_empty_table_with_its_col
     assert table.empty and list(table.columns) == ["contender", "geomean", "wins", "ties", "losses", "cases"]
 
 
+def test_both_speedup_tables_keep_the_given_dataset_order():
+    records = [_timed(contender, median, experiment="sddmm", dataset=dataset, copy=None)
+               for dataset in ("cora", "ppi") for contender, median in (("sparsetir-csr", 1e-3), ("scipy", 4e-3))]
+    settings = {"reference": {"cpu": "scipy"}, "cpu_libraries": ["scipy"]}
+    text = markdown_report(speedup_frame(records, settings, "sddmm"), settings, "sddmm", ["ppi", "cora"])
+    over_reference, over_best = text.split("## Speedup over the best CPU library of each case")
+    for table in (over_reference, over_best):
+        assert table.index("| cpu      | ppi ") < table.index("| cpu      | cora ")
+
+
 def test_write_tables_keeps_one_experiment_in_the_given_order(tmp_path):
     records = SPMM_RECORDS + [_timed("sparsetir-csr", 1e-3, experiment="sddmm", dataset="ppi")]
     paths = {ext: tmp_path / f"speedup.{ext}" for ext in ("csv", "md", "tex")}
