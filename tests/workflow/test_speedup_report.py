@@ -186,6 +186,21 @@ def test_the_long_table_has_one_row_per_record_with_its_times_and_model():
     assert row.best_cpu_library == row.reference == "scipy"
 
 
+def test_the_long_table_keeps_the_speedups_of_the_means_and_each_verdict():
+    frame = speedup_frame(SPMM_RECORDS, SPMM, "spmm")
+    columns = ["speedup_vs_reference_mean", "speedup_vs_best_cpu_mean", "speedup_vs_reference_verdict",
+               "speedup_vs_best_cpu_verdict"]
+    got = {(row.device, row.feat, row.contender): [row[c] for c in columns] for _, row in frame.iterrows()}
+    # means: cpu F=32 sparsetir 1.2 ms, scipy 3.3, torch 2.4 (the best library); cuda sparsetir 0.4, torch 0.5
+    assert got[("cpu", 32, "sparsetir-csr")] == [pytest.approx(2.0), pytest.approx(2.0), "win", "win"]
+    assert got[("cpu", 32, "scipy")] == [pytest.approx(2.4 / 3.3), pytest.approx(2.4 / 3.3), "loss", "loss"]
+    assert got[("cpu", 32, "torch-csr-i32")] == [pytest.approx(1.0), pytest.approx(1.0), "tie", "tie"]
+    assert got[("cpu", 64, "sparsetir-csr")] == [pytest.approx(0.5), pytest.approx(0.5), "loss", "loss"]
+    assert got[("cuda", 32, "sparsetir-csr")][0] == pytest.approx(1.25) and got[("cuda", 32, "sparsetir-csr")][2] == "win"
+    assert math.isnan(got[("cuda", 32, "sparsetir-csr")][1]) and got[("cuda", 32, "sparsetir-csr")][3] == "n/a"
+    assert math.isnan(got[("cpu", 64, "torch-csr-i32")][0]) and got[("cpu", 64, "torch-csr-i32")][2] == "n/a"
+
+
 def test_records_without_stats_or_times_still_make_rows():
     frame = records_frame([_missing("scipy", "unavailable: no scipy")])
     assert frame.loc[0, "status"] == "unavailable"
