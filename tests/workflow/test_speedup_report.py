@@ -207,9 +207,6 @@ def test_records_without_stats_or_times_still_make_rows():
     assert math.isnan(frame.loc[0, "median_s"]) and math.isnan(frame.loc[0, "tune_s"])
 
 
-@pytest.mark.xfail(strict=True, reason="records_frame drops duplicate (case, contender) rows across experiments "
-                                       "before speedup_frame keeps one experiment, so a merged record of another "
-                                       "experiment hides this one's (reported to the lead; workflows/ is not ours)")
 def test_a_record_of_another_experiment_does_not_hide_one_of_this_experiment():
     records = SDDMM_RECORDS + [_timed("sparsetir-csr", 9e-3, experiment="spmm")]  # the same case, another op
     frame = speedup_frame(records, SDDMM, "sddmm")

@@ -36,7 +36,7 @@ _NUMERIC = ("nnz", "min_bytes", "flops", "copy_bytes_per_s", *_STAT_COLUMNS.valu
 
 
 def records_frame(records: Iterable[dict]) -> pd.DataFrame:
-    """One row per record; a later record for the same (case, contender) replaces an earlier one."""
+    """One row per record; a later record for the same (experiment, case, contender) replaces an earlier one."""
     rows = []
     for record in records:
         stats = record.get("stats") or {}
@@ -52,7 +52,8 @@ def records_frame(records: Iterable[dict]) -> pd.DataFrame:
         raise ValueError("no records to aggregate")
     for column in _NUMERIC:  # a column of only missing values would otherwise be of dtype object
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
-    return frame.drop_duplicates(subset=CASE + ["contender"], keep="last").reset_index(drop=True)
+    # a case is one experiment's: an SpMM record never replaces an SDDMM record of the same dataset
+    return frame.drop_duplicates(subset=["experiment", *CASE, "contender"], keep="last").reset_index(drop=True)
 
 
 def _best_of(ok: pd.DataFrame, libraries: Sequence[str]) -> pd.DataFrame:
