@@ -76,6 +76,7 @@ class ScriptedMeasurer:
     medians: dict = {}
     retimed: dict = {}
     cached: set = set()
+    timing_s = TIMING_S  # the seconds timing one batch of the search takes
     clock: Clock | None = None
     made: list[ScriptedMeasurer] = []
 
@@ -109,7 +110,7 @@ class ScriptedMeasurer:
         return self._time(configs, compiled, timing)
 
     def _time(self, configs, compiled, timing):
-        self.clock.elapsed += TIMING_S if timing is TUNING else RETIME_S
+        self.clock.elapsed += self.timing_s if timing is TUNING else RETIME_S
         table = self.medians if timing is TUNING else self.retimed
         results = [Measurement(config) for config in configs]
         for result, answer in zip(results, compiled or ()):
@@ -155,6 +156,7 @@ class ScriptedSearch:
     test_search_strategies.py), so these tests see the tuner's loop alone.
     """
 
+    propose_s = PROPOSE_S  # the seconds proposing one batch takes
     clock: Clock | None = None
     made: list[ScriptedSearch] = []
 
@@ -169,7 +171,7 @@ class ScriptedSearch:
         ScriptedSearch.made.append(self)
 
     def propose(self, size: int) -> list[dict]:
-        self.clock.elapsed += PROPOSE_S
+        self.clock.elapsed += self.propose_s
         self.sizes.append(size)
         self.ranked += 1  # a count the result reports (``cost_model["ranked"]``)
         batch, self.pending = self.pending[:size], self.pending[size:]
@@ -487,6 +489,27 @@ def test_the_search_budget_is_the_budget_less_the_finalists_share(scripted, db, 
     assert measurer.of("abandon") == [("abandon",)] and result.trials == 5
 
 
+def test_a_batch_that_ends_exactly_at_the_end_of_the_search_budget_ends_the_search(scripted, db, matrix,
+                                                                                   monkeypatch):
+    """A 10 s budget leaves 9 s to the search; the first batch is timed from 3.5 s to 9 s exactly."""
+    scripted(EVERY_FORMAT)
+    monkeypatch.setattr(ScriptedMeasurer, "timing_s", 5.5)
+    result = tune_spmm(matrix, 8, batch=1, budget_s=10, workers=1, database=db, progress=False)
+    measurer = only(ScriptedMeasurer.made)
+    assert measurer.batches() == [["f0"]] and measurer.of("abandon") == [("abandon",)] and result.trials == 1
+
+
+def test_no_batch_is_proposed_exactly_at_the_end_of_the_search_budget(scripted, db, matrix, monkeypatch):
+    """A 10 s budget leaves 9 s to the search; the second batch's compile is collected at 9 s exactly (3.25 s,
+    0.25 s to propose, 2.5 s to time, 3 s to collect): no third batch is proposed, and nothing is dropped."""
+    scripted(EVERY_FORMAT)
+    monkeypatch.setattr(ScriptedMeasurer, "timing_s", 2.5)
+    result = tune_spmm(matrix, 8, batch=1, budget_s=10, workers=1, database=db, progress=False)
+    measurer = only(ScriptedMeasurer.made)
+    assert [call[1] for call in measurer.of("submit")] == [["f0"], ["f1"]]
+    assert measurer.batches() == [["f0"], ["f1"]] and measurer.of("abandon") == [] and result.trials == 2
+
+
 # ---------------------------------------------------------------- what is measured, counted and picked
 
 
@@ -674,10 +697,32 @@ def test_the_phases_are_timed(scripted, db, matrix):
     assert result.tune_s == 48.0
 
 
+def test_the_phases_are_rounded_to_the_millisecond(scripted, db, matrix, monkeypatch):
+    """Four proposals of 1/64 s: 0.0625 s, reported as 0.062 s (round half to even)."""
+    scripted(EVERY_FORMAT)
+    monkeypatch.setattr(ScriptedSearch, "propose_s", 1 / 64)
+    result = tune_spmm(matrix, 8, batch=2, budget_s=1000, workers=1, database=db, progress=False)
+    assert result.phases_s == {"propose_s": 0.062, "compile_wait_s": 9.0, "measure_s": 36.0, "finalists_s": 2.0}
+    assert isinstance(result.phases_s["propose_s"], float)
+
+
 def test_the_phases_without_overlap(scripted, db, matrix):
     scripted(EVERY_FORMAT)
     result = tune_spmm(matrix, 8, batch=2, budget_s=1000, workers=1, overlap=False, database=db, progress=False)
     assert result.phases_s == {"propose_s": 1.0, "compile_wait_s": 0.0, "measure_s": 45.0, "finalists_s": 2.0}
+
+
+def test_an_op_with_two_feature_sizes_keys_and_reports_both(scripted, db, capsys):
+    """rgms: the key's feat is the list of both sizes, and the progress line shows them as 8x4."""
+    scripted(EVERY_FORMAT)
+    matrices = [sp.random(6, 6, density=0.3, format="csr", dtype=np.float32, random_state=r) for r in range(2)]
+    key = tuner.problem("rgms", matrices, (8, 4), "llvm", None)[-1]
+    assert key == tuning_key("rgms", key["fingerprint"], [8, 4], "float32", normalize_target("llvm"))
+    assert key["feat"] == [8, 4] and key["fingerprint"]["relations"] == 2
+    result = tuner.tune("rgms", matrices, (8, 4), trials=2, workers=1, database=db)
+    assert result.key == key and only(ScriptedMeasurer.made).args["feats"] == (8, 4)
+    assert db.lookup(key)["config"] == result.config
+    assert re.fullmatch(r"\[tune rgms\] 6x6 nnz \d+ feat 8x4: 6 candidates .*", capsys.readouterr().err.splitlines()[0])
 
 
 def test_a_tune_result_in_full():
