@@ -109,9 +109,15 @@ def caption_from_records(records: list[dict], versus: str) -> dict:
     """Machine, threads, dtype, what 1× means and the timing method, from the records' provenance."""
     timed = [r for r in records if r.get("status") == "ok"] or records
     provenance = (timed[0].get("provenance") if timed else None) or {}
-    timing = provenance.get("timing") or {}
-    method = (f"median of {timing.get('samples', '?')} interleaved rounds (at least {timing.get('min_samples', '?')}, "
-              f"at most {timing.get('max_time_s', '?')} s), "
+    timing = provenance.get("timing")
+    if timing:
+        rounds = (f"median of {timing.get('samples', '?')} interleaved rounds (at least {timing.get('min_samples', '?')}, "
+                  f"at most {timing.get('max_time_s', '?')} s)")
+    else:  # timed by its own loop (e.g. training epochs): the records say how many samples each has
+        counts = sorted({(r.get("stats") or {}).get("n") for r in timed} - {None})
+        rounds = (f"median of {counts[0]}" if len(counts) == 1 else
+                  f"median of {counts[0]}-{counts[-1]}" if counts else "median of the") + " interleaved rounds"
+    method = (rounds + ", "
               + ("a cache flush before every call" if provenance.get("flush") else "no cache flush")
               + f", {provenance.get('timer', 'perf_counter')}; intervals: 90% bootstrap over the rounds")
     threads = provenance.get("threads") or (provenance.get("env") or {}).get("TVM_NUM_THREADS") or \
