@@ -21,7 +21,7 @@ def test_dry_run_of_every_target(tmp_path, target):
     assert result.returncode == 0, result.stdout
     assert "This was a dry-run" in result.stdout
     if target in ("spmm", "sddmm"):
-        assert f"results/{target}/records/pubmed/feat256.json" in result.stdout
+        assert f"results/{target}/records/pubmed/feat128.json" in result.stdout
         assert "prepare_dataset" in result.stdout and "speedup_figures" in result.stdout
     if target in FAMILIES:
         assert "run_case" not in result.stdout
