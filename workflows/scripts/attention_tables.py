@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from sparsetir.bench.report.intervals import geomean, number_cell
+
 SPARSETIR = "sparsetir"
 ALL = "*"
 SDPA_MASK = "sdpa-dense-mask"
@@ -78,17 +80,6 @@ def attention_frame(records: Iterable[dict], reference: Sequence[str], prunedber
     return frame[COLUMNS]
 
 
-def geomean(values: Iterable[float]) -> float:
-    values = [v for v in values if v is not None and math.isfinite(v) and v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
-
-
-def _cell(value, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    return f"{value:.{digits}f}"
-
-
 def _contenders(frame: pd.DataFrame) -> list[str]:
     names = [c for c in dict.fromkeys(frame["contender"]) if c != ALL]
     return sorted(names, key=lambda name: (not name.startswith(SPARSETIR), names.index(name)))
@@ -105,7 +96,7 @@ def wide(frame: pd.DataFrame, column: str, digits: int = 3) -> pd.DataFrame:
         if ALL in mine.index and len(mine) == 1:
             rows.append({"case": label, **{c: "unavailable" for c in contenders}})
             continue
-        rows.append({"case": label, **{c: _cell(mine[column].get(c), digits) for c in contenders}})
+        rows.append({"case": label, **{c: number_cell(mine[column].get(c), digits) for c in contenders}})
     return pd.DataFrame(rows, columns=["case", *contenders])
 
 
@@ -117,17 +108,17 @@ def speedup_summary(frame: pd.DataFrame) -> pd.DataFrame:
     for contender in ours:
         mine = frame[(frame["contender"] == contender) & (frame["status"] == "ok")]
         for _, row in mine.iterrows():
-            rows.append({"sparsetir": contender, "case": row["case"], "ms": _cell(row["median_ms"], 3),
+            rows.append({"sparsetir": contender, "case": row["case"], "ms": number_cell(row["median_ms"], 3),
                          "reference": row["reference"] if isinstance(row["reference"], str) else "—",
-                         "reference ms": _cell(row["reference_ms"], 3),
-                         "speedup (median)": _cell(row["speedup_vs_reference"]),
-                         "speedup (mean)": _cell(row["speedup_vs_reference_mean"]),
-                         "vs SDPA mask": _cell(row["speedup_vs_sdpa_mask"])})
+                         "reference ms": number_cell(row["reference_ms"], 3),
+                         "speedup (median)": number_cell(row["speedup_vs_reference"]),
+                         "speedup (mean)": number_cell(row["speedup_vs_reference_mean"]),
+                         "vs SDPA mask": number_cell(row["speedup_vs_sdpa_mask"])})
         if len(mine):
             rows.append({"sparsetir": contender, "case": "geomean", "ms": "", "reference": "", "reference ms": "",
-                         "speedup (median)": _cell(geomean(mine["speedup_vs_reference"])),
-                         "speedup (mean)": _cell(geomean(mine["speedup_vs_reference_mean"])),
-                         "vs SDPA mask": f"min {_cell(mine['speedup_vs_sdpa_mask'].min())}"})
+                         "speedup (median)": number_cell(geomean(mine["speedup_vs_reference"])),
+                         "speedup (mean)": number_cell(geomean(mine["speedup_vs_reference_mean"])),
+                         "vs SDPA mask": f"min {number_cell(mine['speedup_vs_sdpa_mask'].min())}"})
     return pd.DataFrame(rows)
 
 
@@ -135,8 +126,8 @@ def setup_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Conversion (ms) and compile (s) of every timed contender that has them."""
     timed = frame[(frame["status"] == "ok") & (frame["convert_ms"].notna() | frame["compile_s"].notna())]
     table = timed[["case", "contender", "convert_ms", "compile_s"]].copy()
-    table["convert_ms"] = [_cell(v, 1) for v in table["convert_ms"]]
-    table["compile_s"] = [_cell(v, 2) for v in table["compile_s"]]
+    table["convert_ms"] = [number_cell(v, 1) for v in table["convert_ms"]]
+    table["compile_s"] = [number_cell(v, 2) for v in table["compile_s"]]
     return table.rename(columns={"convert_ms": "convert ms", "compile_s": "compile s"}).reset_index(drop=True)
 
 
@@ -148,12 +139,12 @@ def best_sparse_format(frame: pd.DataFrame) -> pd.DataFrame:
         if ours.empty:
             continue
         best = ours.loc[ours["median_ms"].idxmin()]
-        rows.append({"weight": case, "shape": best["shape"], "sparsity": _cell(best["block_sparsity"], 3),
-                     "best format": best["contender"], "ms": _cell(best["median_ms"], 3),
-                     "reference": best["reference"], "reference ms": _cell(best["reference_ms"], 3),
-                     "speedup": _cell(best["speedup_vs_reference"]), "_speedup": best["speedup_vs_reference"]})
+        rows.append({"weight": case, "shape": best["shape"], "sparsity": number_cell(best["block_sparsity"], 3),
+                     "best format": best["contender"], "ms": number_cell(best["median_ms"], 3),
+                     "reference": best["reference"], "reference ms": number_cell(best["reference_ms"], 3),
+                     "speedup": number_cell(best["speedup_vs_reference"]), "_speedup": best["speedup_vs_reference"]})
     if rows:
-        rows.append({"weight": "geomean", "speedup": _cell(geomean(r["_speedup"] for r in rows))})
+        rows.append({"weight": "geomean", "speedup": number_cell(geomean(r["_speedup"] for r in rows))})
     table = pd.DataFrame(rows)
     return table.drop(columns=["_speedup"]) if "_speedup" in table.columns else table
 
@@ -211,7 +202,7 @@ def latex_table(frame: pd.DataFrame) -> str:
     table = wide(attention, "median_ms")
     for contender in [c for c in table.columns if c.startswith(SPARSETIR)]:
         speedups = attention[attention["contender"] == contender].set_index("case")["speedup_vs_reference"]
-        table[f"{contender} speedup"] = [_cell(speedups.get(case)) for case in dict.fromkeys(attention["case"])]
+        table[f"{contender} speedup"] = [number_cell(speedups.get(case)) for case in dict.fromkeys(attention["case"])]
     return table.to_latex(index=False, escape=True)
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from sparsetir.bench.report.intervals import geomean, number_cell
+
 SPARSETIR = "sparsetir"
 ALL = "*"
 # The CPU target: per-layer geomean >= 1.5x over the best of spconv and torch, none below 1.0x,
@@ -77,17 +79,6 @@ def conv_frame(records: Iterable[dict]) -> pd.DataFrame:
     return frame[COLUMNS]
 
 
-def geomean(values: Iterable[float]) -> float:
-    values = [v for v in values if v is not None and math.isfinite(v) and v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
-
-
-def _cell(value, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "—"
-    return f"{value:.{digits}f}"
-
-
 def _scan(row) -> str:
     return row["cloud"] if row["voxel_size"] < 0 else f"{row['cloud']} @ {row['voxel_size']:g} m"
 
@@ -105,13 +96,13 @@ def ms_table(frame: pd.DataFrame, case: str) -> pd.DataFrame:
     for _, group in mine.groupby(CASE_KEYS, sort=False):
         first = group.iloc[0]
         cells = group.set_index("contender")
-        row = {"scan": _scan(first), "layer": first["layer"], "pairs": _cell(first["pairs"], 0)}
+        row = {"scan": _scan(first), "layer": first["layer"], "pairs": number_cell(first["pairs"], 0)}
         for contender in contenders:
             if contender not in cells.index:
                 row[contender] = "—"
                 continue
             entry = cells.loc[contender]
-            row[contender] = _cell(entry["median_ms"], 3) if entry["status"] == "ok" else entry["status"]
+            row[contender] = number_cell(entry["median_ms"], 3) if entry["status"] == "ok" else entry["status"]
         rows.append(row)
     return pd.DataFrame(rows, columns=["scan", "layer", "pairs", *contenders])
 
@@ -127,18 +118,18 @@ def speedup_table(frame: pd.DataFrame, case: str) -> tuple[pd.DataFrame, list[st
         for _, entry in entries.iterrows():
             speedups.append(entry["speedup_vs_best_baseline"])
             rows.append({"sparsetir": contender, "scan": _scan(entry), "layer": entry["layer"],
-                         "sparsetir ms": _cell(entry["median_ms"], 3),
+                         "sparsetir ms": number_cell(entry["median_ms"], 3),
                          "best baseline": entry["best_baseline"] if isinstance(entry["best_baseline"], str) else "—",
-                         "baseline ms": _cell(entry["best_baseline_ms"], 3),
-                         "speedup (median)": _cell(entry["speedup_vs_best_baseline"]),
-                         "speedup (mean)": _cell(entry["speedup_vs_best_baseline_mean"]),
-                         "compile s": _cell(entry["compile_s"]), "tune s": _cell(entry["tune_s"], 1)})
+                         "baseline ms": number_cell(entry["best_baseline_ms"], 3),
+                         "speedup (median)": number_cell(entry["speedup_vs_best_baseline"]),
+                         "speedup (mean)": number_cell(entry["speedup_vs_best_baseline_mean"]),
+                         "compile s": number_cell(entry["compile_s"]), "tune s": number_cell(entry["tune_s"], 1)})
         valid = [s for s in speedups if s is not None and math.isfinite(s)]
         if valid:
             rows.append({"sparsetir": contender, "scan": "geomean", "layer": f"min {min(valid):.2f}",
                          "sparsetir ms": "", "best baseline": "", "baseline ms": "",
-                         "speedup (median)": _cell(geomean(valid)),
-                         "speedup (mean)": _cell(geomean(entries["speedup_vs_best_baseline_mean"])),
+                         "speedup (median)": number_cell(geomean(valid)),
+                         "speedup (mean)": number_cell(geomean(entries["speedup_vs_best_baseline_mean"])),
                          "compile s": "", "tune s": ""})
             if case == "layer":
                 met = geomean(valid) >= TARGET_GEOMEAN and min(valid) >= TARGET_MIN and len(valid) == len(speedups)
@@ -157,10 +148,10 @@ def map_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         first = group.iloc[0]
         ratio = theirs.iloc[0] / ours.iloc[0] if len(ours) and len(theirs) else math.nan
         ratios.append(ratio)
-        rows.append({"scan": _scan(first), "layer": first["layer"], "pairs": _cell(first["pairs"], 0),
-                     "sparsetir map ms": _cell(ours.iloc[0] if len(ours) else None),
-                     "spconv map ms": _cell(theirs.iloc[0] if len(theirs) else None),
-                     "spconv / sparsetir": _cell(ratio)})
+        rows.append({"scan": _scan(first), "layer": first["layer"], "pairs": number_cell(first["pairs"], 0),
+                     "sparsetir map ms": number_cell(ours.iloc[0] if len(ours) else None),
+                     "spconv map ms": number_cell(theirs.iloc[0] if len(theirs) else None),
+                     "spconv / sparsetir": number_cell(ratio)})
     valid = [r for r in ratios if math.isfinite(r)]
     verdict = (f"Kernel-map building: sparsetir is {geomean(valid):.2f}x spconv's speed (geomean; minimum "
                f"{min(valid):.2f}x); no slower than spconv on {sum(r >= 1.0 for r in valid)} of {len(valid)} "

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from sparsetir.bench.report.intervals import geomean, number_cell
+
 SPARSETIR = "sparsetir"
 ALL = "*"
 # The CPU target: end-to-end inference >= 3x geomean over the best baseline, none below 1.5x,
@@ -83,11 +85,6 @@ def rgcn_frame(records: Iterable[dict]) -> pd.DataFrame:
     return frame[COLUMNS]
 
 
-def geomean(values: Iterable[float]) -> float:
-    values = [v for v in values if v is not None and math.isfinite(v) and v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
-
-
 def _ordered(frame: pd.DataFrame, dataset_order: Sequence[str]) -> list[str]:
     present = list(dict.fromkeys(frame["dataset"]))
     return [d for d in dataset_order if d in present] + [d for d in present if d not in dataset_order]
@@ -96,10 +93,6 @@ def _ordered(frame: pd.DataFrame, dataset_order: Sequence[str]) -> list[str]:
 def _contenders(frame: pd.DataFrame) -> list[str]:
     names = [c for c in dict.fromkeys(frame["contender"]) if c != ALL]
     return sorted(names, key=lambda name: (not name.startswith(SPARSETIR), names.index(name)))
-
-
-def _cell(value, digits: int = 2) -> str:
-    return "—" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.{digits}f}"
 
 
 def wide(frame: pd.DataFrame, column: str, dataset_order: Sequence[str], digits: int = 2) -> pd.DataFrame:
@@ -112,7 +105,7 @@ def wide(frame: pd.DataFrame, column: str, dataset_order: Sequence[str], digits:
         if ALL in mine.index and len(mine) == 1:
             rows.append({"dataset": dataset, **{c: "unavailable" for c in contenders}})
             continue
-        rows.append({"dataset": dataset, **{c: _cell(mine[column].get(c), digits) for c in contenders}})
+        rows.append({"dataset": dataset, **{c: number_cell(mine[column].get(c), digits) for c in contenders}})
     return pd.DataFrame(rows, columns=["dataset", *contenders])
 
 
@@ -133,19 +126,19 @@ def speedup_summary(frame: pd.DataFrame, dataset_order: Sequence[str]) -> pd.Dat
             lowest = frame[(frame["dataset"] == dataset) & (frame["kind"] == "baseline")
                            & (frame["status"] == "ok")]["peak_mib"].min()
             mine.append({"sparsetir": contender, "dataset": dataset,
-                         "sparsetir ms": _cell(row["median_ms"], 3),
+                         "sparsetir ms": number_cell(row["median_ms"], 3),
                          "best baseline": row["best_baseline"] if isinstance(row["best_baseline"], str) else "—",
-                         "baseline ms": _cell(row["best_baseline_ms"], 3),
-                         "speedup (median)": _cell(row["speedup_vs_best_baseline"]),
-                         "speedup (mean)": _cell(row["speedup_vs_best_baseline_mean"]),
-                         "sparsetir MiB": _cell(row["peak_mib"], 1), "best baseline MiB": _cell(baseline_memory, 1),
-                         "lowest baseline MiB": _cell(lowest, 1),
+                         "baseline ms": number_cell(row["best_baseline_ms"], 3),
+                         "speedup (median)": number_cell(row["speedup_vs_best_baseline"]),
+                         "speedup (mean)": number_cell(row["speedup_vs_best_baseline_mean"]),
+                         "sparsetir MiB": number_cell(row["peak_mib"], 1), "best baseline MiB": number_cell(baseline_memory, 1),
+                         "lowest baseline MiB": number_cell(lowest, 1),
                          "_speedup": row["speedup_vs_best_baseline"], "_mean": row["speedup_vs_best_baseline_mean"]})
         rows += mine
         if mine:
             rows.append({"sparsetir": contender, "dataset": "geomean", "sparsetir ms": "", "best baseline": "",
-                         "baseline ms": "", "speedup (median)": _cell(geomean(r["_speedup"] for r in mine)),
-                         "speedup (mean)": _cell(geomean(r["_mean"] for r in mine)), "sparsetir MiB": "",
+                         "baseline ms": "", "speedup (median)": number_cell(geomean(r["_speedup"] for r in mine)),
+                         "speedup (mean)": number_cell(geomean(r["_mean"] for r in mine)), "sparsetir MiB": "",
                          "best baseline MiB": "", "lowest baseline MiB": ""})
     table = pd.DataFrame(rows)
     return table.drop(columns=[c for c in ("_speedup", "_mean") if c in table.columns])
@@ -187,9 +180,9 @@ def preparation_table(frame: pd.DataFrame, dataset_order: Sequence[str]) -> pd.D
     for dataset in _ordered(frame, dataset_order):
         for _, row in frame[(frame["dataset"] == dataset) & (frame["status"] == "ok")].iterrows():
             rows.append({"dataset": dataset, "contender": row["contender"], "variant": row["variant"],
-                         "convert ms": _cell(row["convert_ms"], 1), "compile s": _cell(row["compile_s"], 2),
-                         "tune s": _cell(row["tune_s"], 1), "resident MiB": _cell(row["resident_mib"], 1),
-                         "prepare peak MiB": _cell(row["prepare_peak_mib"], 1)})
+                         "convert ms": number_cell(row["convert_ms"], 1), "compile s": number_cell(row["compile_s"], 2),
+                         "tune s": number_cell(row["tune_s"], 1), "resident MiB": number_cell(row["resident_mib"], 1),
+                         "prepare peak MiB": number_cell(row["prepare_peak_mib"], 1)})
     return pd.DataFrame(rows)
 
 
@@ -252,7 +245,7 @@ def latex_table(frame: pd.DataFrame, dataset_order: Sequence[str] = ()) -> str:
     ours = [c for c in table.columns if c.startswith(SPARSETIR)]
     for contender in ours:
         speedups = frame[frame["contender"] == contender].set_index("dataset")["speedup_vs_best_baseline"]
-        table[f"{contender} speedup"] = [_cell(speedups.get(d)) for d in table["dataset"]]
+        table[f"{contender} speedup"] = [number_cell(speedups.get(d)) for d in table["dataset"]]
     return table.to_latex(index=False, escape=True)
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sparsetir.bench.report.intervals import geomean
+
 SPARSETIR_PREFIX = "sparsetir"
 BASELINE_PREFIXES = ("pyg-", "dgl")
 
@@ -32,11 +34,6 @@ def read_records(paths) -> list[dict]:
 
 def is_baseline(contender: str) -> bool:
     return contender.startswith(BASELINE_PREFIXES)
-
-
-def geomean(values) -> float:
-    values = [v for v in values if v is not None and np.isfinite(v) and v > 0]
-    return float(np.exp(np.mean(np.log(values)))) if values else math.nan
 
 
 def summary_frame(records: list[dict]) -> pd.DataFrame:

@@ -91,6 +91,19 @@ def ratio_interval(reference_samples, contender_samples, *, seed: int = SEED, co
     return Interval(value, min(low, value), max(high, value))
 
 
+def geomean(values) -> float:
+    """The geometric mean of the finite, positive ``values`` (missing ones skipped); NaN when none is."""
+    kept = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    return math.exp(sum(map(math.log, kept)) / len(kept)) if kept else math.nan
+
+
+def number_cell(value, digits: int = 2) -> str:
+    """``value`` with ``digits`` decimals for a table; "—" when it is missing or not finite."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    return f"{value:.{digits}f}"
+
+
 def geomean_interval(pairs: Sequence[tuple], *, seed: int = SEED, count: int = BOOTSTRAP) -> Interval:
     """The geometric mean of the speedups of ``(reference_samples, contender_samples)`` pairs, with
     an interval that resamples every case in each replicate. Pairs without samples are skipped."""
