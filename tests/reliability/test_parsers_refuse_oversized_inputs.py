@@ -28,7 +28,11 @@ HUGE = 3_000_000_000  # rows in a declared shape: an indptr of 24 GB
 
 
 def _refused_quickly(call, match: str, *, peak_mb: float = 64):
-    """``call()`` raises DataTooLargeError matching ``match`` within seconds and ``peak_mb`` of Python memory."""
+    """``call()`` raises DataTooLargeError matching ``match`` within ``peak_mb`` of Python memory.
+
+    Refusing before reading is what the memory peak shows; the time bound only catches a hang
+    (a parser that reads 24 GB), generously enough to hold on a busy machine.
+    """
     tracemalloc.start()
     started = time.perf_counter()
     try:
@@ -37,7 +41,7 @@ def _refused_quickly(call, match: str, *, peak_mb: float = 64):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - started < 10
+    assert time.perf_counter() - started < 300, "took minutes: the parser read the input instead of refusing it"
     assert peak < peak_mb * 2**20, f"peaked at {peak / 2**20:.0f} MiB before refusing"
     assert isinstance(info.value, ValueError)
     return str(info.value)

@@ -80,9 +80,15 @@ def test_a_database_that_cannot_be_written_warns_and_keeps_going(tmp_path):
 GOOD = st.fixed_dictionaries({"format": st.sampled_from(["csr", "ell:4", "hyb:1:1,2"]),
                               "unroll": st.integers(0, 8)})
 JUNK = st.one_of(
-    st.text(alphabet=st.characters(blacklist_characters="\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"), max_size=40),
+    # text with no surrogates (category Cs: a lone one has no UTF-8 encoding, so it cannot be written as text) ...
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",),
+                                   blacklist_characters="\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"), max_size=40)
+    .map(lambda text: text.encode("utf-8")),
+    # ... and raw bytes, which need not be UTF-8 at all (a damaged file)
+    st.binary(max_size=40).map(lambda raw: raw.replace(b"\n", b" ").replace(b"\r", b" ")),
     st.sampled_from(['{"config": {}}', '{"key_hash": "x", "config": {}}', '{"key_hash": "x", "config": []}',
-                     '{"key_hash": "x", "config": {"unroll": 1}}', "[1, 2]", "null", '"text"', "{"]),
+                     '{"key_hash": "x", "config": {"unroll": 1}}', "[1, 2]", "null", '"text"', "{"])
+    .map(lambda text: text.encode("utf-8")),
 )
 
 
@@ -97,8 +103,8 @@ def test_lookup_returns_the_latest_good_record_whatever_else_the_file_holds(tmp_
             db.add(KEY, value, median_s=1.0, source="tuned")
             added.append(value)
         else:
-            with open(db.path, "a", encoding="utf-8") as handle:
-                handle.write(value + "\n" if kind == "junk" else '{"partial')
+            with open(db.path, "ab") as handle:
+                handle.write(value + b"\n" if kind == "junk" else b'{"partial')
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         records = db.records()

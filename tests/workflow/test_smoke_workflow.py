@@ -26,7 +26,9 @@ pytestmark = pytest.mark.slow  # the whole workflow, run twice (killed, then res
 
 SMOKE = str(CONFIGS / "smoke.yaml")
 RESULTS = Path("results") / "smoke"  # results: auto gives the smoke config its own folder
-DEADLINE_S = 180
+#: Only catches a hang: the smoke run takes about two minutes on an idle 2-core machine, and many
+#: times that on a busy one, so no bound here is a speed limit (speed is measured in benchmarks).
+HANG_S = 1800
 
 
 def _finished_records(workdir: Path) -> dict[Path, tuple[int, bytes]]:
@@ -54,7 +56,7 @@ def smoke_run(tmp_path_factory):
     try:
         while not (completed := _completed_case_outputs(log_path.read_text())):
             assert process.poll() is None, "the smoke run ended before any case finished"
-            assert time.monotonic() - started < DEADLINE_S, "no case finished in time"
+            assert time.monotonic() - started < HANG_S, f"no case finished within {HANG_S} s: the run hangs"
             time.sleep(0.1)
     finally:
         os.killpg(process.pid, signal.SIGKILL)
@@ -65,9 +67,8 @@ def smoke_run(tmp_path_factory):
     assert not (workdir / RESULTS / "spmm" / "speedup.csv").exists(), "killed too late to test a resume"
 
     assert run_snakemake(workdir, "--unlock", "--cores", "1", "--configfile", SMOKE).returncode == 0
-    resumed = run_snakemake(workdir, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete")
+    resumed = run_snakemake(workdir, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete", timeout=HANG_S)
     assert resumed.returncode == 0, resumed.stdout[-5000:]
-    assert time.monotonic() - started < DEADLINE_S, "the smoke workflow must stay within 3 minutes"
     return workdir, kept, resumed.stdout
 
 

@@ -16,7 +16,7 @@ def snakemake_command(workdir: Path, *args: str) -> list[str]:
     return [str(SNAKEMAKE), "--snakefile", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir), *args]
 
 
-def run_snakemake(workdir: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_snakemake(workdir: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
     """``snakemake <args>`` in ``workdir``; stdout and stderr together in ``.stdout``."""
     return subprocess.run(snakemake_command(workdir, *args), cwd=REPO_ROOT, env=dict(os.environ),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
