@@ -38,10 +38,12 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
-# ruff (lint and import order, pyproject.toml) and import-linter (the layers of docs/architecture.md)
+# ruff (lint and import order, pyproject.toml), import-linter (the layers of docs/architecture.md, no cycles
+# among a package's modules) and no import cycle between any two modules, imports inside functions included
 lint: $(STAMP)
 	$(VENV)/bin/ruff check sparsetir baselines workflows tests
 	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_import_graph.py
 
 # Mutation testing (docs/mutation.md): mutmut plants one small bug at a time in the modules that
 # [tool.mutmut] in pyproject.toml names and runs the tests that cover it; the verdicts stay in mutants/

@@ -57,7 +57,8 @@ from ..runtime.batched import BATCHED, BatchedKernel
 from ..runtime.function import CompiledFunction
 from ..runtime.marshal import is_torch
 from ..runtime.validate import dtype_name
-from ..schedule.attention import attention_settings, schedule_attention
+from ..schedule import schedule_attention
+from ..schedule.attention import attention_settings
 from ..transform import widen_accumulation
 from .registry import OpSpec, register_op
 

@@ -61,6 +61,11 @@ class OpSpec:
     feature_args : callable
         ``feature_args(feat) -> tuple``: those sizes from the ``feat`` a tuning request or a
         config gives (default: one positive int), validated.
+    front_ends : dict
+        ``kind -> call``: the op for other kinds of operands, registered by the module that
+        provides it (:meth:`register_front_end`): ``ops/torch_ops.py`` registers ``"torch"``
+        (``torch.ops.sparsetir.<op>``, differentiable), which the user-level call hands torch
+        tensors to. The op's module never imports that front end, so neither imports the other.
     """
 
     name: str
@@ -73,6 +78,21 @@ class OpSpec:
     input: str = "csr"
     feature_sizes: Callable = lambda first, *rest: (int(first.shape[1]),)
     feature_args: Callable = lambda feat: (check_feat(feat),)
+    front_ends: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def register_front_end(self, kind: str, call: Callable) -> Callable:
+        """Make ``call`` this op's entry for ``kind`` operands (once per kind; the same call again is harmless)."""
+        if self.front_ends.get(kind, call) is not call:
+            raise ValueError(f"op {self.name!r} already has a {kind!r} front end")
+        self.front_ends[kind] = call
+        return call
+
+    def front_end(self, kind: str) -> Callable:
+        """The call registered for ``kind`` operands; ``RuntimeError`` when no module registered one."""
+        if kind not in self.front_ends:
+            raise RuntimeError(f"op {self.name!r} has no {kind!r} front end (import sparsetir.ops: ops/torch_ops.py "
+                               "registers the torch one)")
+        return self.front_ends[kind]
 
     def accepts(self, fmt) -> bool:
         """Whether format ``fmt`` (a class or an instance) stores this op's input and supports it."""

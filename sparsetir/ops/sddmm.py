@@ -101,9 +101,7 @@ def sddmm(A, X, Y, *, format="csr", target="llvm", **knobs):
     if type(X) is not type(Y):
         raise TypeError("X and Y must both be numpy arrays or both torch tensors")
     if is_torch(X):  # through torch.ops.sparsetir.sddmm: differentiable in X, Y and a torch A's values
-        from .torch_ops import sddmm_torch  # noqa: PLC0415 - torch_ops imports this module (an import cycle)
-
-        return sddmm_torch(A, X, Y, format=format, target=target, **knobs)
+        return SDDMM.front_end("torch")(A, X, Y, format=format, target=target, **knobs)
     matrix = read_sparse_input(A, canonical=True)
     m, n = matrix.shape
     if X.shape[0] != m or Y.shape[0] != n:

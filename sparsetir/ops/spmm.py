@@ -107,9 +107,7 @@ def spmm(A, B, *, format="csr", target="llvm", out=None, transpose_a: bool = Fal
     """
     dtype = check_dense_operand(B, "B")
     if is_torch(B) and out is None:
-        from .torch_ops import spmm_torch  # noqa: PLC0415 - torch_ops imports this module (an import cycle)
-
-        return spmm_torch(A, B, format=format, target=target, transpose_a=transpose_a, **knobs)
+        return SPMM.front_end("torch")(A, B, format=format, target=target, transpose_a=transpose_a, **knobs)
     matrix = read_sparse_input(A)
     inner = matrix.shape[0] if transpose_a else matrix.shape[1]
     if B.shape[0] != inner:

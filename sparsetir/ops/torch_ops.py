@@ -58,8 +58,8 @@ from torch import Tensor
 
 from ..formats import CSRMatrix, parse_format, read_sparse_input
 from ..runtime.validate import check_indices, check_indptr
-from .sddmm import compile_sddmm
-from .spmm import compile_spmm
+from .sddmm import SDDMM, compile_sddmm
+from .spmm import SPMM, compile_spmm
 
 __all__ = ["CACHED_STRUCTURES", "canonical_order", "clear_cache", "format_string", "sddmm_torch", "spmm_torch",
            "stats"]
@@ -606,6 +606,10 @@ def sddmm_torch(A, X: Tensor, Y: Tensor, *, format="csr", target=None, **knobs):
     return torch.sparse_csr_tensor(indptr.detach().to(torch.int64, copy=True),
                                    indices.detach().to(torch.int64, copy=True), out, size=(m, n))
 
+
+# ops.spmm / ops.sddmm hand torch operands to these (OpSpec.front_end), so they never import this module
+SPMM.register_front_end("torch", spmm_torch)
+SDDMM.register_front_end("torch", sddmm_torch)
 
 def _explicit_target(target, device: torch.device):
     """None where the device decides (the default 'llvm' of a CPU tensor included)."""

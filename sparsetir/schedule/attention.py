@@ -18,7 +18,8 @@ intermediates (``S``, ``mx``, ``sm``, ``Oacc``, ``Qt``) shrink to that row's par
 score matrix is never written whole. Without it, each nest is a parallel loop of its own.
 
 The knobs are declared here (``fuse_rows``, ``row_tile``, ``score_tile``; ``tensor_cores`` on
-CUDA) with the op scope: ``ops.attention`` passes them to :func:`schedule_attention`.
+CUDA) with the op scope: ``ops.attention`` passes them to ``schedule.schedule_attention``, which
+picks this CPU template or the CUDA one (``attention_cuda.py``) from ``schedule.ATTENTION_TEMPLATES``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from tvm import s_tir, tirx
 from tvm.ir.expr import TensorLoad
 
 from .knobs import Knob, boolean, int_at_least, knob_settings, register_knob
-from .nest import apply_or_force, force_loop_kinds, new_schedule
+from .nest import all_blocks, apply_or_force, force_loop_kinds, loop_extent, new_schedule
 
 for _knob in (
     Knob("fuse_rows", ("cpu",), True, (True, False), boolean("fuse_rows"),
@@ -65,25 +66,12 @@ def attention_settings(device: str, knobs: dict) -> dict:
     return {name: settings[name] for name in ATTENTION_KNOBS[device]}
 
 
-def schedule_attention(func: tirx.PrimFunc, device: str, *, structure: dict, **settings) -> tvm.IRModule:
-    """Schedule the Stage III attention function for ``device``; returns the module.
-
-    ``structure``: the kernel's structure arrays by parameter name (the row-fused variant sizes
-    each block row's buffers for the longest row); ``settings``: :func:`attention_settings`.
-    """
-    if device == "cpu":
-        return schedule_attention_cpu(func, structure=structure, **settings)
-    from .attention_cuda import schedule_attention_cuda  # noqa: PLC0415 - the CUDA template, only for CUDA
-
-    return schedule_attention_cuda(func, structure=structure, **settings)
-
-
 # ------------------------------------------------------------------------------------------ CPU
 def schedule_attention_cpu(func: tirx.PrimFunc, *, structure: dict, fuse_rows: bool = True, row_tile: int = 4,
                            score_tile: int = 0) -> tvm.IRModule:
     """Register-tiled stages (see the module docstring), fused per block row or parallel one by one."""
     sch = new_schedule(func)
-    names = {sch.get(b).name_hint for b in _all_blocks(sch)}
+    names = {sch.get(b).name_hint for b in all_blocks(sch)}
     forced: dict = {}  # loop var -> ForKind, where TVM refuses an in-place update it cannot prove
     for stage in STAGES:
         inner, outer = f"{stage}1", f"{stage}0"
@@ -99,23 +87,6 @@ def schedule_attention_cpu(func: tirx.PrimFunc, *, structure: dict, fuse_rows: b
     return polynomial_exp(mod)
 
 
-def _all_blocks(sch):
-    found = []
-
-    def visit(block_rv):
-        for child in sch.get_child_blocks(block_rv):
-            found.append(child)
-            visit(child)
-
-    visit(sch.get_sblock("root"))
-    return found
-
-
-def _extent(sch, loop) -> int | None:
-    extent = sch.get(loop).extent
-    return int(extent.value) if isinstance(extent, tirx.IntImm) else None
-
-
 def _lanes(dtype: str) -> int:
     bits = int("".join(ch for ch in dtype if ch.isdigit()) or 32)
     return VECTOR_BYTES * 8 // bits
@@ -124,7 +95,7 @@ def _lanes(dtype: str) -> int:
 def _vectorize_tail(sch, loop, lanes: int, forced: dict | None = None):
     """Vectorise ``loop`` (split to at most ``lanes`` wide, the outer part unrolled); with ``forced``,
     a loop TVM refuses (an in-place update: ``S = exp(S ...)``) is vectorised after scheduling."""
-    extent = _extent(sch, loop)
+    extent = loop_extent(sch, loop)
     if extent is None or extent <= 1:
         return
     if extent > lanes and extent % lanes == 0:
@@ -145,9 +116,9 @@ class _CPU_STAGES:
         if len(sch.get(block).iter_vars) != 4:  # CSR: (c0, d) -> a dot product per key
             return
         c0, c1, r1, d = loops[-4:]
-        rows = _extent(sch, r1)
+        rows = loop_extent(sch, r1)
         tile = score_tile or max(1, 256 // max(rows, 1))
-        cols = _extent(sch, c1)
+        cols = loop_extent(sch, c1)
         tile = min(tile, cols)
         while cols % tile:
             tile -= 1
@@ -181,7 +152,7 @@ class _CPU_STAGES:
             sch.decompose_reduction(block, c0)
             return
         c0, c1, r1, d = loops[-4:]
-        rows = _extent(sch, r1)
+        rows = loop_extent(sch, r1)
         tile = min(row_tile, rows)
         while rows % tile:
             tile -= 1

@@ -20,8 +20,7 @@ import tvm
 from tvm import s_tir, tirx
 from tvm.script import from_source
 
-from .attention import _all_blocks, _extent
-from .nest import apply_or_force, force_loop_kinds, new_schedule
+from .nest import all_blocks, apply_or_force, force_loop_kinds, loop_extent, new_schedule
 
 WARP = 32
 TILE = 16
@@ -149,7 +148,7 @@ def schedule_attention_cuda(func: tirx.PrimFunc, *, structure: dict, fuse_rows: 
         raise ValueError("fuse_rows=True is not built for CUDA yet (a row's scores would have to fit in shared "
                          "memory); use fuse_rows=False: one kernel per stage")
     sch = new_schedule(func)
-    names = {sch.get(b).name_hint for b in _all_blocks(sch)}
+    names = {sch.get(b).name_hint for b in all_blocks(sch)}
     forced: dict = {}
     for stage in STAGES:
         inner, outer = f"{stage}1", f"{stage}0"
@@ -178,7 +177,7 @@ def _bind(sch, loop, tag: str, forced: dict) -> None:
 
 def _threads(sch, loop, tag: str, limit: int, forced: dict):
     """``loop`` split so at most ``limit`` iterations run on ``tag`` threads (the rest serial inside)."""
-    extent = _extent(sch, loop)
+    extent = loop_extent(sch, loop)
     if extent is not None and extent <= limit:
         _bind(sch, loop, tag, forced)
         return None

@@ -51,6 +51,25 @@ def new_schedule(func: tirx.PrimFunc) -> s_tir.Schedule:
     return sch
 
 
+def all_blocks(sch: s_tir.Schedule) -> list:
+    """Every block under the root, parents before their children (depth first, in program order)."""
+    found = []
+
+    def visit(block_rv):
+        for child in sch.get_child_blocks(block_rv):
+            found.append(child)
+            visit(child)
+
+    visit(sch.get_sblock("root"))
+    return found
+
+
+def loop_extent(sch: s_tir.Schedule, loop) -> int | None:
+    """The extent of ``loop`` when it is a constant."""
+    extent = sch.get(loop).extent
+    return int(extent.value) if isinstance(extent, tirx.IntImm) else None
+
+
 SCOPE_SUFFIX = "_scope"
 
 

@@ -38,6 +38,7 @@ from ..attention import attention_operands
 from ..case_runner import status_of
 from ..engine import Row, contender_rows, prepare, time_rows
 from ..records import ALL_CONTENDERS, make_record
+from .candidates import candidate_factory
 from .in_turn import row_times, run_cases_in_turn
 
 __all__ = ["ATTENTION_BUNDLE_BASELINES", "DEFAULT_ATTENTION_CONFIGS", "DEFAULT_ATTENTION_MASKS",
@@ -261,8 +262,6 @@ def run_prunedbert_case(bundle: Path, section: dict, case: dict, scratch: Path, 
                         bandwidth: dict, timing, where: dict) -> list[dict]:
     """Check and time one weight's formats and the dense and CSR baselines; one record per contender."""
     import scipy.sparse as sp  # noqa: PLC0415 - only here
-
-    from .runner import candidate_factory  # noqa: PLC0415 - the runner imports this module
 
     with np.load(bundle / case["input"], allow_pickle=False) as arrays:
         A = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(arrays["shape"]))

@@ -20,7 +20,6 @@ A case is not started when the time limit would be passed (estimated from the sl
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -28,10 +27,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from ...reference import get_reference
-from ...runtime import load
 from ...runtime.loader import cuda_available, usable_cores
 from ...timing import TimingPolicy
 from ..case_runner import flops, measure_bandwidth, short_reason, status_of
@@ -39,6 +36,7 @@ from ..engine import Row, contender_rows, prepare, time_rows, variant_name
 from ..records import ALL_CONTENDERS, make_record, provenance, write_json_atomic
 from ..threads import configure_threads
 from .attention import run_attention_cases
+from .candidates import assemble_kernel, candidate_factory, load_input
 from .conv import run_conv_cases
 from .manifest import contender_name, is_candidate_name, read_manifest
 from .rgcn import run_rgcn_cases
@@ -69,48 +67,6 @@ def gpu_ready() -> tuple[bool, str]:
     if not torch.cuda.is_available():
         return False, f"torch {torch.__version__} sees no CUDA device"
     return True, ""
-
-
-def assemble_kernel(bundle: Path, candidate: dict, scratch: Path) -> Path:
-    """Link a candidate's shared library and its own sidecars side by side, as ``Kernel.export`` writes them."""
-    library = bundle / candidate["library"]
-    manifest = json.loads((bundle / candidate["manifest"]).read_text())
-    path = scratch / f"{candidate['id']}.so"
-    links = {path: library, path.with_name(path.name + ".json"): bundle / candidate["manifest"],
-             path.with_name(path.name + ".npz"): bundle / candidate["structure"]}
-    source = library.with_name(library.name + manifest["source_suffix"])
-    if source.exists():
-        links[path.with_name(path.name + manifest["source_suffix"])] = source
-    for link, target in links.items():
-        if not link.exists():
-            link.symlink_to(target.resolve())
-    return path
-
-
-def load_input(bundle: Path, entry: dict):
-    with np.load(bundle / entry["file"], allow_pickle=False) as arrays:
-        return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(arrays["shape"]))
-
-
-def candidate_factory(library: Path, B: np.ndarray, device: str):
-    """``factory() -> run``: load the kernel, move B to the device once, run into a preallocated C."""
-    def factory():
-        kernel = load(library)
-        if device == "cuda":
-            import torch  # noqa: PLC0415 - only a CUDA bundle needs torch (for device tensors)
-
-            B_device = torch.from_numpy(B).cuda()
-            out = torch.empty((kernel.output_shape()), dtype=B_device.dtype, device="cuda")
-        else:
-            B_device, out = B, np.empty(kernel.output_shape(), dtype=B.dtype)
-
-        def run():
-            kernel(B_device, out=out)
-            return out
-
-        return run
-
-    return factory
 
 
 def run_case(bundle: Path, manifest: dict, case: dict, A, scratch: Path, bandwidth: dict, timing: dict,
