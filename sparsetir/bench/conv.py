@@ -133,7 +133,7 @@ def synthetic_scan(points: int, seed: int = 0) -> np.ndarray:
 
 
 def load_points(name: str, seed: int = 0) -> np.ndarray:
-    """The ``(P, 4)`` points of cloud ``name`` (the registry: cache, embedded, mirror, download)."""
+    """The ``(P, 4)`` points of cloud ``name`` (the registry: embedded, cache, mirror, download)."""
     check_cloud_name(name)
     if name.startswith(SYNTHETIC_PREFIX):
         return synthetic_scan(int(name[len(SYNTHETIC_PREFIX):]), seed)

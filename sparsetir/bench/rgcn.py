@@ -136,7 +136,7 @@ def check_dataset_name(name: str) -> None:
 def load_graph(name: str, seed: int = 0):
     """The relation-major structure (``formats.relational.RelationalMatrix``) of dataset ``name``.
 
-    A registry name loads through ``sparsetir.data.load_relational`` (cache, embedded, mirror,
+    A registry name loads through ``sparsetir.data.load_relational`` (embedded, cache, mirror,
     download; ``DatasetUnavailableError`` when no route has it); a ``relational:`` spec is generated."""
     from ..formats.relational import read_relational_input  # noqa: PLC0415 - the compiler loads after the thread settings
 

@@ -2,8 +2,9 @@
 
 ``load(name)`` returns a canonical ``scipy.sparse.csr_matrix`` (sorted indices, no duplicates)
 for any registered graph or matrix; ``graphs()``, ``benchmark_graphs()``, ``matrices()``,
-``relational_graphs()`` and ``point_clouds()`` list them. Files resolve from the cache, the
-embedded ``data/`` folder, the mirror (``$SPARSETIR_DATA_MIRROR``), then a download. Each file
+``relational_graphs()`` and ``point_clouds()`` list them. Files resolve from the embedded
+``data/`` folder, the cache, the mirror (``$SPARSETIR_DATA_MIRROR``), then a download, each copy
+verified (sha256); ``probe(file)`` asks the same routes without downloading. Each file
 format has its own parser module; pickled payloads are only ever read through ``safe_pickle``.
 Every parser takes ``max_nnz`` / ``max_bytes`` and refuses a larger input before allocating
 (:class:`DataTooLargeError`, see ``size_limits``).
@@ -49,6 +50,7 @@ from .registry import (
     relational_graphs,
     search_dirs,
 )
+from .resolve import Probe, probe
 from .safe_pickle import RefusedGlobalError, RestrictedUnpickler, restricted_load, restricted_loads
 from .scipy_npz import read_scipy_npz, read_scipy_npz_member
 from .size_limits import MAX_BYTES_ENV, MAX_NNZ_ENV, DataTooLargeError, size_limits
@@ -64,6 +66,7 @@ __all__ = [
     "MAX_BYTES_ENV",
     "MAX_NNZ_ENV",
     "MIRROR_ENV",
+    "Probe",
     "PAPER_GNN_GRAPHS",
     "PAPER_RGCN_GRAPHS",
     "DataFile",
@@ -97,6 +100,7 @@ __all__ = [
     "open_member",
     "point_clouds",
     "power_law",
+    "probe",
     "read_edge_list",
     "read_gnn_benchmark_npz",
     "read_graphdata_npz",

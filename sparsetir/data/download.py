@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import TextIO
+from urllib.parse import urlsplit
 
-__all__ = ["DOWNLOAD_ENV", "DownloadError", "download", "downloads_enabled"]
+__all__ = ["DOWNLOAD_ENV", "DownloadError", "download", "downloads_enabled", "unreachable"]
 
 #: ``SPARSETIR_DATA_DOWNLOAD=0`` forbids downloads (the tests set it; the workflow has a key).
 DOWNLOAD_ENV = "SPARSETIR_DATA_DOWNLOAD"
@@ -33,6 +35,20 @@ class DownloadError(OSError):
 def downloads_enabled() -> bool:
     """False when ``$SPARSETIR_DATA_DOWNLOAD`` is ``0``, ``false``, ``no`` or ``off``."""
     return os.environ.get(DOWNLOAD_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def unreachable(url: str, timeout: float = 2.0) -> str | None:
+    """Why ``url``'s server cannot be reached now (no network, no name), or ``None`` when a TCP
+    connection to it opens within ``timeout`` seconds. Nothing is requested or downloaded."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{url} is not an http(s) URL"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            return None
+    except OSError as err:
+        return f"{parts.hostname}:{port} cannot be reached ({type(err).__name__}: {err})"
 
 
 def _open(url: str, offset: int, timeout: float):

@@ -1,6 +1,8 @@
-"""The small graphs embedded in the repository's ``data/`` folder (laid out like the mirror).
+"""The real data embedded in the repository's ``data/`` folder (laid out like the mirror).
 
-They let the default workflow run on the paper's small graphs with no mirror and no network.
+It lets the default workflow time every family with no mirror and no network (``data/EMBEDDED.md``
+lists the files and why each is there); it is the first route searched, and its files are
+verified against their recorded sha256 like every other route's.
 ``$SPARSETIR_DATA_EMBEDDED`` overrides the folder; an empty value or ``none`` disables it.
 """
 

@@ -81,7 +81,7 @@ def sparsity(layout: np.ndarray) -> float:
 
 def dlmc(name: str, block: int | None = None):
     """A DLMC matrix (``dlmc/<model>/magnitude/<sparsity>/<layer>``, or the part after ``dlmc/``),
-    through the dataset registry (cache, embedded copy, the mirror ``../shared/data``, download).
+    through the dataset registry (embedded copy, cache, the mirror ``../shared/data``, download).
 
     Returns its boolean pattern as a scipy CSR matrix, or with ``block`` its block mask
     ``(ceil(rows/block), ceil(cols/block))``: ``True`` where the block holds an entry.

@@ -3,7 +3,7 @@
 ``load_node_classification(name)`` returns a :class:`NodeClassificationGraph`: the adjacency
 (symmetrised, canonical, a float32 pattern), the features (a float32 CSR matrix: these
 bag-of-words features are stored sparse) and integer labels. The files resolve and are verified
-like every registry file (cache, embedded ``data/``, mirror, download; sha256 from the folder's
+like every registry file (embedded ``data/``, cache, mirror, download; sha256 from the folder's
 ``provenance.txt``):
 
 - ``gnn-benchmark-npz/{cora,citeseer}.npz`` (Shchur et al.) and ``cora_ml.npz`` (PPNP): the

@@ -4,9 +4,9 @@ Every entry names its files by a relative path, the same under each folder searc
 like ``shared/data``), with the sha256 copied from that folder's ``provenance.txt`` and the
 canonical URL the file came from. :func:`load` finds the files, verifies them and parses them.
 
-Files are resolved in order (see :mod:`sparsetir.data.resolve`): the download cache, the
-repository's embedded ``data/`` folder, the mirror (``$SPARSETIR_DATA_MIRROR``), and then a
-download from the canonical URL into the cache. The paper's large graphs (``source="download"``)
+Files are resolved in order (see :mod:`sparsetir.data.resolve`): the repository's embedded
+``data/`` folder (``data/EMBEDDED.md`` lists what is there), the download cache, the mirror
+(``$SPARSETIR_DATA_MIRROR``), and then a download from the canonical URL into the cache. The paper's large graphs (``source="download"``)
 are not in the mirror; their digests cannot be known here, so they are recorded as
 ``sha256=None`` (*unverified*) and pinned in the cache on first download. Their shapes are
 ``None`` too: nothing here has seen them.

@@ -1,4 +1,4 @@
-"""Resolution cache -> embedded -> mirror -> download: progress, resume, sha256, pins, refusal.
+"""Resolution embedded -> cache -> mirror -> download: progress, resume, sha256, pins, refusal.
 
 Downloads are served by a small HTTP server on 127.0.0.1 inside the test; nothing leaves the machine.
 """

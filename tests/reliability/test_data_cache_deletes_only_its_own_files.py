@@ -1,9 +1,10 @@
 """The data cache deletes only what lies inside it; digests are pinned only on a download; a
-corrupt cached file falls back to a good embedded copy.
+corrupt cached file falls back to a good mirror copy; a corrupt embedded file to the next route.
 
 Issue 13, item 8 (routes). With the cache pointed at the mirror, one corrupt byte used to
 delete the mirror's file; an unverified file was pinned from whatever route found it first; and
-a corrupt cached file was deleted while the call still failed, although the embedded copy was good.
+a corrupt cached file was deleted while the call still failed, although another copy was good.
+Issue 29: the embedded folder is the first route (then the cache, the mirror, a download).
 """
 
 from __future__ import annotations
@@ -71,19 +72,42 @@ def test_a_cached_symlink_into_the_mirror_is_not_followed_to_a_deletion(folders)
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(position=st.integers(0, len(PAYLOAD) - 1), xor=st.integers(1, 255), cut=st.booleans())
-def test_a_corrupt_cached_file_is_deleted_and_the_good_embedded_copy_is_used(folders, position, xor, cut):
+def test_a_corrupt_cached_file_is_deleted_and_the_good_mirror_copy_is_used(folders, position, xor, cut):
     damaged = bytearray(PAYLOAD)
     damaged[position] ^= xor
     cached = _put(folders["cache"], PAYLOAD[:position] if cut else bytes(damaged))
-    embedded = _put(folders["embedded"], PAYLOAD)
-    with pytest.warns(UserWarning, match=r"the cache copy was refused: checksum mismatch .*using .*embedded") as said:
-        assert locate(FILE) == embedded
+    mirrored = _put(folders["mirror"], PAYLOAD)
+    with pytest.warns(UserWarning, match=r"the cache copy was refused: checksum mismatch .*using .*mirror") as said:
+        assert locate(FILE) == mirrored
     assert len(said) == 1
     assert not cached.exists()  # the cache's own damaged file is gone
-    assert embedded.read_bytes() == PAYLOAD
+    assert mirrored.read_bytes() == PAYLOAD
 
 
-def test_a_registered_graph_loads_from_the_embedded_folder_past_a_corrupt_cached_copy(monkeypatch, tmp_path):
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(position=st.integers(0, len(PAYLOAD) - 1), xor=st.integers(1, 255), cut=st.booleans())
+def test_a_corrupt_embedded_file_is_refused_left_alone_and_the_next_route_used(folders, position, xor, cut):
+    damaged = bytearray(PAYLOAD)
+    damaged[position] ^= xor
+    bad = PAYLOAD[:position] if cut else bytes(damaged)
+    embedded = _put(folders["embedded"], bad)
+    cached = _put(folders["cache"], PAYLOAD)
+    with pytest.warns(UserWarning, match=r"the embedded copy was refused: .*left in place.*using .*cache") as said:
+        assert locate(FILE) == cached
+    assert len(said) == 1
+    assert embedded.read_bytes() == bad  # the checkout's file: reported, never deleted
+
+
+def test_the_embedded_copy_comes_first_and_the_cache_is_not_read_for_it(folders):
+    embedded = _put(folders["embedded"], PAYLOAD)
+    cached = _put(folders["cache"], b"a damaged copy that no one needs to look at")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert locate(FILE) == embedded
+    assert cached.exists()
+
+
+def test_a_registered_graph_loads_from_the_embedded_folder_whatever_the_cache_holds(monkeypatch, tmp_path):
     monkeypatch.delenv(EMBEDDED_ENV, raising=False)  # the repository's data/ folder
     monkeypatch.delenv(MIRROR_ENV, raising=False)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
@@ -93,12 +117,13 @@ def test_a_registered_graph_loads_from_the_embedded_folder_past_a_corrupt_cached
     cached.write_bytes(b"\x80\x02 not the cora pickle")
     data.clear_caches()
     try:
-        with pytest.warns(UserWarning, match="refused"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
             matrix = data.load("cora")
     finally:
         data.clear_caches()
     assert matrix.shape == data.entry("cora").shape and matrix.nnz == data.entry("cora").nnz
-    assert not cached.exists()
+    assert cached.exists()  # not consulted: the embedded copy came first
 
 
 UNVERIFIED = DataFile("x/g.txt", None, None, None)

@@ -150,8 +150,9 @@ def test_the_sage_tables_give_times_accuracy_and_why_a_graph_did_not_run(smoke_r
     cora = table[(table["dataset"] == "cora") & (table["status"] == "ok")]
     assert set(cora["mode"]) == {"full", "minibatch"} and "sparsetir" in set(cora["contender"])
     assert (cora["ms_per_epoch"] > 0).all() and cora["test_acc_mean"].between(0, 1).all()
-    unavailable = table[table["dataset"] == "amazon_cs"]
-    assert (unavailable["status"] == "unavailable").all() and unavailable["reason"].str.contains("amazon_cs").all()
+    unavailable = table[table["dataset"] == "dblp"]  # mirror only: the smoke run has none
+    assert len(unavailable) and (unavailable["status"] == "unavailable").all()
+    assert unavailable["reason"].str.contains("dblp").all()
     assert "## Targets" in (workdir / RESULTS / "sage" / "speedup.md").read_text()
     for figure in ("epoch_time.png", "accuracy_vs_time.png"):
         assert (workdir / RESULTS / "sage" / "figures" / figure).read_bytes()[:4] == b"\x89PNG"

@@ -1,4 +1,4 @@
-# Datasets: resolve (cache -> embedded data/ -> mirror -> download) or generate, then store the
+# Datasets: resolve (embedded data/ -> cache -> mirror -> download) or generate, then store the
 # float32 CSR once for all cases. A dataset no route provides gets status "unavailable".
 
 
