@@ -7,6 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No property test has a speed limit: hypothesis's default deadline (200 ms an example) fails whenever
+# the machine is busy, so it is off for every test that does not set its own (speed is for benchmarks).
+settings.register_profile("sparsetir", deadline=None)
+settings.load_profile("sparsetir")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MIRROR = REPO_ROOT.parent / "shared" / "data"
@@ -20,6 +26,8 @@ if DEFAULT_MIRROR.is_dir():
 # (the download tests serve files from 127.0.0.1); nothing in the suite reaches the network.
 os.environ.setdefault("SPARSETIR_DATA_CACHE", str(REPO_ROOT / ".cache" / "test-data"))
 os.environ.setdefault("SPARSETIR_DATA_DOWNLOAD", "0")
+# The workflow's data pre-flight checks that download servers can be reached; not from the tests.
+os.environ.setdefault("SPARSETIR_DATA_NETWORK_CHECK", "0")
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 
 from sparsetir.data import MIRROR_ENV, clear_caches  # noqa: E402

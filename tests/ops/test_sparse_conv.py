@@ -347,6 +347,9 @@ def test_auto_tunes_per_layer_and_reads_the_database(tmp_path, monkeypatch):
     assert_matches(sparse_conv3d(X, kmap, W, format="auto"), kmap, X, W)
     kernel = compile_sparse_conv3d(kmap, C_IN, C_OUT, format="auto")
     assert kernel.spec["format"] in {"CSF()", "RelCSR()"} or kernel.spec["format"].startswith("ELL3D")
+    database = tmp_path / "db.jsonl"
+    recorded = database.read_bytes()
     again = compile_sparse_conv3d(kernel_map(coords), C_IN, C_OUT, format="auto")  # a fresh map: database hit
-    assert again.spec["format"] == kernel.spec["format"] and again.timings["tune_s"] < 1.0
+    assert again.spec["format"] == kernel.spec["format"]
+    assert database.read_bytes() == recorded  # a hit: nothing tuned or recorded (not a wall-clock bound)
     assert isinstance(kmap, KernelMap) and "submanifold" in repr(kmap)

@@ -184,7 +184,7 @@ def test_a_killed_tuning_run_leaves_a_folder_that_the_next_run_removes(tmp_path,
     assert mine.exists()
     measurer.close()
     assert not mine.exists()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 120  # only a hang catcher: removal takes well under a second when idle
     while list(tmp_path.glob(REQUEST_FOLDER_PREFIX + "*")) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not list(tmp_path.glob(REQUEST_FOLDER_PREFIX + "*"))
