@@ -48,7 +48,7 @@ def unreachable(url: str, timeout: float = 2.0) -> str | None:
         with socket.create_connection((parts.hostname, port), timeout=timeout):
             return None
     except OSError as err:
-        return f"{parts.hostname}:{port} cannot be reached ({type(err).__name__}: {err})"
+        return f"{parts.hostname}:{port}: {getattr(err, 'strerror', None) or err or type(err).__name__}"
 
 
 def _open(url: str, offset: int, timeout: float):

@@ -157,3 +157,19 @@ def test_the_sage_tables_give_times_accuracy_and_why_a_graph_did_not_run(smoke_r
     for figure in ("epoch_time.png", "accuracy_vs_time.png"):
         assert (workdir / RESULTS / "sage" / "figures" / figure).read_bytes()[:4] == b"\x89PNG"
 
+
+
+def test_the_run_names_what_it_cannot_get_at_the_start_and_every_one_at_the_end(smoke_run):
+    from sparsetir.bench.report.endrun import screen
+    from sparsetir.data.availability import SURVEY_FILE, read_survey
+
+    workdir, _, log = smoke_run
+    assert log.count("Data for this run") == 1  # once per run, before the jobs
+    assert log.index("Data for this run") < log.index("Job stats")
+    _, rows = read_survey(workdir / RESULTS / SURVEY_FILE)  # kept by the run's onstart
+    assert {row.dataset for row in rows if row.status == "unavailable"} == {"reddit", "bgs", "dblp"}
+    lines = screen(workdir / RESULTS).splitlines()
+    start = lines.index("Data it could not get (3 datasets; their rows say unavailable):")
+    assert "downloads are disabled" in lines[start + 1]
+    for name in ("reddit [spmm, sddmm]", "bgs [rgcn]", "dblp [sage]"):
+        assert name in lines[start + 1], lines[start + 1]

@@ -9,6 +9,17 @@ from sparsetir.bench.report.document import config_hash
 check_config(config, workflow.config_settings.configfiles)  # also resolves results and data.mirror "auto"
 
 RESULTS = config["results"]
+# Every dataset's routes, asked before any job runs (dry runs included): one table on standard output;
+# a real run keeps it in <results>/data_availability.json for the end-of-run screen (data_preflight.py).
+from data_preflight import keep as keep_data_survey, preflight
+
+DATA_SURVEY = preflight(config)
+
+
+onstart:
+    keep_data_survey(DATA_SURVEY, RESULTS, config["data"])
+
+
 CONFIG_HASH = config_hash(config)
 DATASETS = dataset_names(config)  # slug -> registry name or generator spec
 BENCH_EXPERIMENTS = tuple(config["experiments"])

@@ -2,6 +2,8 @@
 
 - per experiment: the headline geomeans with their intervals (and wins / ties / losses);
 - counts of failed, wrong, unavailable and pending rows, each with its first reason;
+- every dataset the run could not get, grouped by reason (``data_lines``: the pre-flight survey
+  ``<results>/data_availability.json``, with what the downloads brought);
 - elapsed time per stage: data, compile, tune, time, render (from the rules' snakemake
   ``benchmark:`` files under ``<results>/benchmarks/<rule>/``, and the compile seconds the
   records carry, which are part of their timing jobs);
@@ -18,6 +20,7 @@ import json
 import sys
 from pathlib import Path
 
+from ...data.availability import SURVEY_FILE, format_groups, missing_at_end
 from .summary import read_summary
 
 STAGES = ("data", "compile", "tune", "time", "render")
@@ -65,6 +68,20 @@ def stage_seconds(results: Path) -> dict[str, float]:
     return seconds
 
 
+def data_lines(results: Path) -> list[str]:
+    """Every dataset the run could not get, one line per reason (from the pre-flight survey)."""
+    path = results / SURVEY_FILE
+    if not path.is_file():
+        return [f"Data it could not get: not known ({path} is missing: the run did not start, or predates it)"]
+    try:
+        missing = missing_at_end(path)
+    except ValueError as error:
+        return [f"Data it could not get: not known ({error})"]
+    if not missing:
+        return ["Data it could not get: nothing"]
+    return [f"Data it could not get ({len(missing)} datasets; their rows say unavailable):", *format_groups(missing)]
+
+
 def _clock(seconds: float) -> str:
     minutes, rest = divmod(int(round(seconds)), 60)
     return f"{minutes}:{rest:02d}"
@@ -98,6 +115,7 @@ def screen(results: str | Path) -> str:
     for status in ("failed", "wrong", "unavailable", "pending"):
         if status in counts:
             lines.append(f"  {len(counts[status]):>4} {status:<11} first: {counts[status][0][:160]}")
+    lines += data_lines(results)
     seconds = stage_seconds(results)
     lines.append("Elapsed: " + ", ".join(f"{stage} {_clock(seconds[stage])}" for stage in STAGES)
                  + f" (total {_clock(sum(seconds.values()))})")
