@@ -6,6 +6,7 @@
     # every run of `all` ends with results/report.md and results/report.html (tables, figures, pending, provenance)
 """
 
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version, validate
@@ -17,7 +18,10 @@ min_version("8.0")
 if not workflow.config_settings.configfiles:
     configfile: Path(workflow.basedir) / "workflows" / "config" / "default.yaml"
 
-validate(config, Path(workflow.basedir) / "workflows" / "config" / "schema.yaml")
+sys.path.insert(0, str(Path(workflow.basedir) / "workflows" / "scripts"))
+from harness_config import derived_schema  # noqa: E402 - the scripts' folder is on the path only now
+
+validate(config, derived_schema(Path(workflow.basedir) / "workflows" / "config" / "schema.yaml"))
 
 
 include: "workflows/rules/common.smk"

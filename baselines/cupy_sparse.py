@@ -1,52 +1,43 @@
 """cupyx cuSPARSE SpMM baseline (GPU only): ``cupyx.scipy.sparse.csr_matrix @ cupy.ndarray``.
 
-It needs cupy and a CUDA GPU; anywhere else :func:`available` says which one is missing.
-cupyx has no SDDMM operator, so it offers SpMM only.
+It needs cupy and a CUDA GPU; :func:`probe` (tried once) says which one is missing. cupyx has no
+SDDMM operator, so it offers SpMM only.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+
 import numpy as np
 
+from baselines import Variant
 from baselines.scipy_sparse import canonical_csr
 
-try:
-    import cupy
-    import cupyx.scipy.sparse as cupy_sparse
-except ImportError as error:
-    cupy = None
-    _IMPORT_ERROR = f"cupy is not installed ({error}); it needs a CUDA GPU and a cupy-cuda wheel"
-else:
-    _IMPORT_ERROR = None
 
-
-def _gpu_count() -> int:
+@functools.cache
+def probe() -> tuple[bool, str]:
+    """Whether cupy imports and sees a CUDA GPU (tried once per process), and why not."""
     try:
-        return cupy.cuda.runtime.getDeviceCount()
+        cupy = importlib.import_module("cupy")
+        importlib.import_module("cupyx.scipy.sparse")
+    except ImportError as error:
+        return False, f"cupy is not installed ({error}); it needs a CUDA GPU and a cupy-cuda wheel"
+    try:
+        devices = cupy.cuda.runtime.getDeviceCount()
     except Exception:  # cupy raises its own CUDARuntimeError when no driver is present
-        return 0
-
-
-def available(op: str = "spmm", device: str = "cuda") -> tuple[bool, str]:
-    """Whether cupyx cuSPARSE can run ``op`` on ``device``, and why not."""
-    if op not in ("spmm", "sddmm"):
-        raise ValueError(f"unknown op {op!r}; expected 'spmm' or 'sddmm'")
-    if cupy is None:
-        return False, _IMPORT_ERROR
-    if op == "sddmm":
-        return False, "cupyx has no SDDMM operator"
-    if device != "cuda":
-        return False, f"cupyx cuSPARSE runs on a CUDA GPU, not on {device!r}"
-    if _gpu_count() == 0:
+        devices = 0
+    if devices == 0:
         return False, f"cupy {cupy.__version__} sees no CUDA GPU"
     return True, f"cupy {cupy.__version__}, cuSPARSE"
 
 
 def spmm(A, B: np.ndarray, *, device: str = "cuda"):
     """``A @ B`` with cuSPARSE; inputs are copied to the GPU once, outside timing."""
-    ok, reason = available("spmm", device)
+    ok, reason = probe()
     if not ok:
         raise RuntimeError(reason)
+    cupy, cupy_sparse = importlib.import_module("cupy"), importlib.import_module("cupyx.scipy.sparse")
     A = canonical_csr(A, B.dtype)
     if B.ndim != 2 or B.shape[0] != A.shape[1]:
         raise ValueError(f"B must have shape ({A.shape[1]}, feat), got {B.shape}")
@@ -56,8 +47,4 @@ def spmm(A, B: np.ndarray, *, device: str = "cuda"):
     return lambda: A_gpu @ B_gpu
 
 
-SPMM_VARIANTS = {"cupy-cusparse": spmm}
-SDDMM_VARIANTS: dict = {}
-
-# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
-VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}
+VARIANTS = {"spmm": {"cupy-cusparse": Variant(spmm, devices=("cuda",), library_reference=True)}}

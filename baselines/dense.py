@@ -7,26 +7,18 @@ Only SpMM has a dense form here. Dense A takes ``m * n * itemsize`` bytes; beyon
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from baselines import Variant
 from baselines.scipy_sparse import canonical_csr
 from baselines.torch_sparse import check_device, dense_tensor, torch
 
 DENSE_LIMIT_BYTES = 2 << 30
 
 
-def available(op: str = "spmm", device: str = "cpu") -> tuple[bool, str]:
-    """Dense SpMM needs torch (and a GPU for ``device="cuda"``); there is no dense SDDMM here."""
-    if op not in ("spmm", "sddmm"):
-        raise ValueError(f"unknown op {op!r}; expected 'spmm' or 'sddmm'")
-    if torch is None:
-        return False, "torch is not importable"
-    if op == "sddmm":
-        return False, "no dense SDDMM baseline (it would compute all m x n dot products)"
-    try:
-        check_device(device)
-    except RuntimeError as error:
-        return False, str(error)
+def _backend(device: str) -> tuple[bool, str]:
     return True, f"torch {torch.__version__} dense mm ({'cuBLAS' if device == 'cuda' else 'MKL/ATen'})"
 
 
@@ -45,8 +37,8 @@ def spmm_dense(A, B: np.ndarray, *, device: str = "cpu", limit_bytes: int | None
     return lambda: torch.mm(A_t, B_t, out=out)
 
 
-SPMM_VARIANTS = {"torch-dense": spmm_dense}
-SDDMM_VARIANTS: dict = {}
-
-# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
-VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}
+DENSE = Variant(spmm_dense, check=_backend)
+# Only SpMM has a dense form here (a dense SDDMM would compute all m x n dot products). For PrunedBERT
+# (a pruned weight times the activations) dense MKL / cuBLAS is the reference.
+VARIANTS = {"spmm": {"torch-dense": DENSE},
+            "prunedbert": {"torch-dense": dataclasses.replace(DENSE, reference_on=("cpu", "cuda"))}}

@@ -1,50 +1,84 @@
-"""PyG (``torch_geometric``) SpMM baselines: ``EdgeIndex`` matmul and ``utils.spmm``.
+"""PyG (``torch_geometric``): SpMM, GraphSAGE training and R-GCN inference, in the library's own operators.
+
+PyG is probed once (:func:`probe`, on first use: its import takes seconds), so a process that runs
+none of its variants never imports it.
+
+SpMM (op ``spmm``), ``A @ B``:
 
 - ``pyg-edgeindex``: ``EdgeIndex(edge_index, sparse_size, sort_order="row").matmul(B,
-  input_value=A.data)``, the sparse-aware tensor PyG's layers use.
+  input_value=A.data)``, the sparse-aware tensor PyG's layers use;
 - ``pyg-spmm``: ``torch_geometric.utils.spmm(A_csr, B, reduce="sum")`` on a torch CSR tensor.
 
-PyG has no SDDMM operator, so it offers SpMM only.
+PyG has no SDDMM operator.
+
+GraphSAGE (family ``sage``): ``SAGEConv`` (mean) layers, relu and dropout between them. Without
+pyg-lib or torch-sparse (no wheels here), PyG's CPU paths for ``SAGEConv`` are the structure it
+is given, each a contender: ``pyg-csr`` (a torch sparse CSR ``adj_t``: ``torch.sparse.mm(adj_t, x,
+reduce="mean")``), ``pyg-edge_index`` (a plain ``(2, E)`` edge list: gather, then ``scatter``
+mean) and ``pyg-EdgeIndex`` (``EdgeIndex`` sorted by target: its sparse-aware matmul).
+Mini-batches are bipartite layers (``conv((x, x[:targets]), edge_index, size)``) over sampled
+blocks given as ``(indptr, indices, num_sources, num_targets)`` numpy arrays; the model's
+state_dict keys are PyG ``GraphSAGE``'s (``convs.<i>.lin_l.weight``, ...), so every contender
+starts from the same weights. A variant's factory returns the contender object the training
+benchmark drives (``model``, ``full_graph``, ``blocks``, ``forward``).
+
+R-GCN (family ``rgcn``): ``pyg-rgcnconv`` (``RGCNConv(aggr="mean")``: per relation, aggregate then
+transform) and ``pyg-fastrgcnconv`` (``FastRGCNConv(aggr="mean")``: per edge ``x_j W_r``, a batched
+matmul over gathered weights, then a mean), two layers with the inputs' weights copied in
+(see :mod:`baselines.torch_gather` for the model).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import warnings
 
 import numpy as np
+import torch
 
+from baselines import Variant
 from baselines.scipy_sparse import canonical_csr
+from baselines.torch_gather import RelationalEdges, features, layer_weights, two_layers
 from baselines.torch_sparse import check_device, csr_tensor, dense_tensor
 
-try:
-    import torch
-    import torch_geometric
-    from torch_geometric import EdgeIndex
-    from torch_geometric.utils import spmm as _pyg_spmm
-except ImportError as error:
-    torch_geometric = None
-    _IMPORT_ERROR = f"torch_geometric is not importable ({error}); install the bench extra"
-else:
-    _IMPORT_ERROR = None
+STRUCTURES = ("csr", "edge_index", "EdgeIndex")
 
 
-def available(op: str = "spmm", device: str = "cpu") -> tuple[bool, str]:
-    """Whether PyG can run ``op`` on ``device``, and why not."""
-    if op not in ("spmm", "sddmm"):
-        raise ValueError(f"unknown op {op!r}; expected 'spmm' or 'sddmm'")
-    if torch_geometric is None:
-        return False, _IMPORT_ERROR
-    if op == "sddmm":
-        return False, f"torch_geometric {torch_geometric.__version__} has no SDDMM operator"
+@functools.cache
+def probe() -> tuple[bool, str]:
+    """Whether PyG imports here (tried once per process), and its version or why not."""
     try:
-        check_device(device)
-    except RuntimeError as error:
-        return False, str(error)
-    return True, f"torch_geometric {torch_geometric.__version__} on torch {torch.__version__}"
+        pyg = importlib.import_module("torch_geometric")
+        importlib.import_module("torch_geometric.nn")
+    except Exception as error:  # an ImportError, or a failure inside PyG's import under this torch
+        return False, f"torch_geometric is not importable ({error}); install the bench extra"
+    return True, f"torch_geometric {pyg.__version__} on torch {torch.__version__}"
+
+
+def _pyg():
+    ok, reason = probe()
+    if not ok:
+        raise RuntimeError(reason)
+    return importlib.import_module("torch_geometric")
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Without torch's beta warnings for sparse CSR tensors."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+        warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
+        yield
+
+
+# ---------------------------------------------------------------- SpMM
 
 
 def spmm_edge_index(A, B: np.ndarray, *, device: str = "cpu"):
     """``EdgeIndex.matmul(B, input_value=A.data)`` with a row-sorted edge index."""
+    EdgeIndex = _pyg().EdgeIndex
     A = canonical_csr(A, B.dtype)
     m, n = A.shape
     rows = np.repeat(np.arange(m, dtype=np.int64), np.diff(A.indptr))
@@ -56,9 +90,7 @@ def spmm_edge_index(A, B: np.ndarray, *, device: str = "cpu"):
     B_t = dense_tensor(B, n, device)
 
     def run():
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
-            warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
+        with _quiet():
             return edge_index.matmul(B_t, input_value=values)
 
     return run
@@ -66,13 +98,114 @@ def spmm_edge_index(A, B: np.ndarray, *, device: str = "cpu"):
 
 def spmm_utils(A, B: np.ndarray, *, device: str = "cpu"):
     """``torch_geometric.utils.spmm(A_csr, B, reduce="sum")``."""
+    spmm = importlib.import_module(_pyg().__name__ + ".utils").spmm
     A_t = csr_tensor(A, B.dtype, device=device)
     B_t = dense_tensor(B, A_t.shape[1], device)
-    return lambda: _pyg_spmm(A_t, B_t, reduce="sum")
+    return lambda: spmm(A_t, B_t, reduce="sum")
 
 
-SPMM_VARIANTS = {"pyg-edgeindex": spmm_edge_index, "pyg-spmm": spmm_utils}
-SDDMM_VARIANTS: dict = {}
+# ---------------------------------------------------------------- GraphSAGE training
 
-# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
-VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}
+
+class PygGraphSAGE(torch.nn.Module):
+    """``num_layers`` PyG ``SAGEConv`` (mean), relu and dropout between them."""
+
+    def __init__(self, in_channels: int, hidden: int, num_layers: int, out_channels: int, dropout: float):
+        super().__init__()
+        SAGEConv = importlib.import_module(_pyg().__name__ + ".nn").SAGEConv
+        widths = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
+        self.convs = torch.nn.ModuleList(SAGEConv(widths[i], widths[i + 1], aggr="mean") for i in range(num_layers))
+        self.dropout = dropout
+
+    def forward(self, x, structure):
+        last = len(self.convs) - 1
+        for i, conv in enumerate(self.convs):
+            if isinstance(structure, list):  # blocks: (edge structure, (sources, targets))
+                edges, (sources, targets) = structure[i]
+                x = conv((x, x[:targets]), edges, size=(sources, targets))
+            else:
+                x = conv(x, structure)
+            if i < last:
+                x = torch.nn.functional.dropout(x.relu(), p=self.dropout, training=self.training)
+        return x
+
+
+class PygSage:
+    """One PyG contender: its model and its structure (``csr``, ``edge_index`` or ``EdgeIndex``)."""
+
+    def __init__(self, structure: str):
+        if structure not in STRUCTURES:
+            raise ValueError(f"unknown PyG structure {structure!r}; expected one of {STRUCTURES}")
+        self.structure = structure
+        self.name = f"pyg-{structure}"
+
+    def model(self, in_channels: int, hidden: int, num_layers: int, out_channels: int, dropout: float, state: dict):
+        """The model with ``state`` (PyG GraphSAGE's state_dict keys) loaded."""
+        model = PygGraphSAGE(in_channels, hidden, num_layers, out_channels, dropout)
+        model.load_state_dict(state)
+        return model
+
+    def _structure(self, indptr: np.ndarray, indices: np.ndarray, sources: int, targets: int):
+        indptr = torch.from_numpy(np.asarray(indptr, dtype=np.int64))
+        indices = torch.from_numpy(np.asarray(indices, dtype=np.int64))
+        if self.structure == "csr":
+            with _quiet():
+                return torch.sparse_csr_tensor(indptr, indices, torch.ones(indices.shape[0]), size=(targets, sources))
+        rows = torch.repeat_interleave(torch.arange(targets, dtype=torch.int64), indptr[1:] - indptr[:-1])
+        edge_index = torch.stack([indices, rows])
+        if self.structure == "EdgeIndex":
+            return _pyg().EdgeIndex(edge_index, sparse_size=(sources, targets), sort_order="col")
+        return edge_index
+
+    def full_graph(self, adj_t) -> object:
+        """The structure of the whole graph (``adj_t``: scipy CSR, row = target)."""
+        return self._structure(adj_t.indptr, adj_t.indices, adj_t.shape[1], adj_t.shape[0])
+
+    def blocks(self, blocks: list) -> list:
+        """Sampled blocks ``(indptr, indices, sources, targets)``, input layer first."""
+        return [(self._structure(indptr, indices, sources, targets), (sources, targets))
+                for indptr, indices, sources, targets in blocks]
+
+    def forward(self, model, x, structure):
+        with _quiet():
+            return model(x, structure)
+
+
+# ---------------------------------------------------------------- R-GCN inference
+
+
+def _rgcn(class_name: str, inputs, device: str):
+    cls = getattr(importlib.import_module(_pyg().__name__ + ".nn"), class_name)
+    edges = RelationalEdges(inputs, device)
+    edge_index = torch.stack([edges.src, edges.dst])
+    modules = []
+    for weight, root, bias in layer_weights(inputs, device):
+        conv = cls(weight.shape[1], weight.shape[2], edges.num_relations, aggr="mean", root_weight=True, bias=True)
+        conv = conv.to(device).eval()
+        with torch.no_grad():
+            conv.weight.copy_(weight)
+            conv.root.copy_(root)
+            conv.bias.copy_(bias)
+        modules.append(conv)
+    return two_layers([lambda h, conv=conv: conv(h, edge_index, edges.relation) for conv in modules],
+                      features(inputs, device))
+
+
+def rgcnconv(inputs, device: str = "cpu"):
+    """PyG ``RGCNConv(aggr="mean", root_weight=True, bias=True)``, two layers, weights copied in."""
+    return _rgcn("RGCNConv", inputs, device)
+
+
+def fastrgcnconv(inputs, device: str = "cpu"):
+    """PyG ``FastRGCNConv(aggr="mean", root_weight=True, bias=True)``, two layers, weights copied in."""
+    return _rgcn("FastRGCNConv", inputs, device)
+
+
+VARIANTS = {
+    "spmm": {"pyg-edgeindex": Variant(spmm_edge_index, library_reference=True),
+             "pyg-spmm": Variant(spmm_utils, library_reference=True)},
+    "sage": {f"pyg-{structure}": Variant(lambda s=structure: PygSage(s), devices=("cpu",), library_reference=True)
+             for structure in STRUCTURES},
+    "rgcn": {"pyg-rgcnconv": Variant(rgcnconv, library_reference=True),
+             "pyg-fastrgcnconv": Variant(fastrgcnconv, library_reference=True)},
+}

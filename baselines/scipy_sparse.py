@@ -15,6 +15,8 @@ import numpy as np
 import scipy
 import scipy.sparse as sp
 
+from baselines import Variant
+
 try:  # the kernel behind csr_matrix @ ndarray; private, so fall back to the public operator
     from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
 except ImportError:  # pragma: no cover - depends on the scipy build
@@ -23,15 +25,12 @@ except ImportError:  # pragma: no cover - depends on the scipy build
 SDDMM_CHUNK_BYTES = 8 << 20
 
 
-def available(op: str = "spmm", device: str = "cpu") -> tuple[bool, str]:
-    """scipy is a hard dependency, so both ops run on the CPU; the reason names the path."""
-    if op not in ("spmm", "sddmm"):
-        raise ValueError(f"unknown op {op!r}; expected 'spmm' or 'sddmm'")
-    if device != "cpu":
-        return False, f"scipy runs on the CPU only, not on {device!r}"
-    if op == "spmm":
-        path = "csr_matvecs into a preallocated output" if _csr_matvecs else "A @ B (allocates its output)"
-        return True, f"scipy {scipy.__version__}, {path}"
+def _spmm_path(device: str) -> tuple[bool, str]:
+    path = "csr_matvecs into a preallocated output" if _csr_matvecs else "A @ B (allocates its output)"
+    return True, f"scipy {scipy.__version__}, {path}"
+
+
+def _sddmm_path(device: str) -> tuple[bool, str]:
     return True, f"scipy {scipy.__version__} + numpy {np.__version__}, chunked gather-dot"
 
 
@@ -87,8 +86,8 @@ def sddmm(A: sp.spmatrix, X: np.ndarray, Y: np.ndarray):
     return run
 
 
-SPMM_VARIANTS = {"scipy": spmm}
-SDDMM_VARIANTS = {"scipy": sddmm}
-
-# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
-VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}
+# scipy is a hard dependency (no probe); it runs on the CPU only.
+VARIANTS = {
+    "spmm": {"scipy": Variant(spmm, devices=("cpu",), library_reference=True, check=_spmm_path)},
+    "sddmm": {"scipy": Variant(sddmm, devices=("cpu",), library_reference=True, check=_sddmm_path)},
+}

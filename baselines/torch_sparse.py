@@ -18,21 +18,15 @@ into a preallocated CSR result, then ``values *= A.data``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 
 import numpy as np
+import torch
 
+from baselines import Variant
 from baselines.scipy_sparse import canonical_csr
-
-try:
-    import torch
-except ImportError as error:  # pragma: no cover - torch is a project dependency
-    torch = None
-    _IMPORT_ERROR = f"torch is not importable: {error}"
-else:
-    _IMPORT_ERROR = None
-
 
 
 def check_device(device: str) -> str:
@@ -44,21 +38,15 @@ def check_device(device: str) -> str:
     return device
 
 
-def available(op: str = "spmm", device: str = "cpu") -> tuple[bool, str]:
-    """Whether torch can run ``op`` ("spmm" or "sddmm") on ``device``, and why not."""
-    if op not in ("spmm", "sddmm"):
-        raise ValueError(f"unknown op {op!r}; expected 'spmm' or 'sddmm'")
-    if torch is None:
-        return False, _IMPORT_ERROR
-    try:
-        check_device(device)
-    except RuntimeError as error:
-        return False, str(error)
+def _backend(device: str) -> tuple[bool, str]:
+    """What computes the op on ``device``: MKL/ATen on the CPU, cuSPARSE on a GPU."""
     if device == "cuda":
         return True, f"torch {torch.__version__}, cuSPARSE (CUDA {torch.version.cuda})"
-    if op == "sddmm":
-        return _sampled_addmm_works()
     return True, f"torch {torch.__version__} (MKL {'on' if torch.backends.mkl.is_available() else 'off'})"
+
+
+def _sampled_addmm_check(device: str) -> tuple[bool, str]:
+    return _backend(device) if device == "cuda" else _sampled_addmm_works()
 
 
 @functools.cache
@@ -118,7 +106,7 @@ def spmm_reduce_sum(A, B: np.ndarray, *, device: str = "cpu"):
 
 def sddmm_sampled_addmm(A, X: np.ndarray, Y: np.ndarray, *, device: str = "cpu"):
     """``A.data * (X[i] . Y[j])`` via ``sampled_addmm`` into a preallocated CSR result."""
-    ok, reason = available("sddmm", device)
+    ok, reason = _sampled_addmm_check(device)
     if not ok:
         raise RuntimeError(reason)
     pattern = csr_tensor(A, X.dtype, device=device)
@@ -138,12 +126,18 @@ def sddmm_sampled_addmm(A, X: np.ndarray, Y: np.ndarray, *, device: str = "cpu")
     return run
 
 
-SPMM_VARIANTS = {
-    "torch-csr-i64": functools.partial(spmm_csr, index_dtype="int64"),
-    "torch-csr-i32": functools.partial(spmm_csr, index_dtype="int32"),
-    "torch-reduce-sum": spmm_reduce_sum,
+SPMM_CSR_I32 = Variant(functools.partial(spmm_csr, index_dtype="int32"), library_reference=True,
+                       reference_on=("cuda",), check=_backend)
+# torch is a hard dependency (no probe). The int32 CSR mm is cuSPARSE's SpMM on a GPU: SpMM's reference there,
+# and one of PrunedBERT's baselines (a pruned weight times the activations).
+VARIANTS = {
+    "spmm": {
+        "torch-csr-i64": Variant(functools.partial(spmm_csr, index_dtype="int64"), library_reference=True,
+                                 check=_backend),
+        "torch-csr-i32": SPMM_CSR_I32,
+        "torch-reduce-sum": Variant(spmm_reduce_sum, library_reference=True, check=_backend),
+    },
+    "sddmm": {"torch-sampled-addmm": Variant(sddmm_sampled_addmm, library_reference=True, reference_on=("cpu", "cuda"),
+                                             check=_sampled_addmm_check)},
+    "prunedbert": {"torch-csr-i32": dataclasses.replace(SPMM_CSR_I32, library_reference=False, reference_on=())},
 }
-SDDMM_VARIANTS = {"torch-sampled-addmm": sddmm_sampled_addmm}
-
-# What the benchmark engine reads: op -> variant name -> factory(A, *inputs, **options) -> run.
-VARIANTS = {"spmm": SPMM_VARIANTS, "sddmm": SDDMM_VARIANTS}

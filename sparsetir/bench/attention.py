@@ -19,7 +19,6 @@ dimension or the token count; ``case`` the case name too) with the case's parame
 
 from __future__ import annotations
 
-import importlib
 import time
 import warnings
 
@@ -30,9 +29,8 @@ from ..reference.sparse_attention import attention_reference, dense_mask
 from ..timing import TimingPolicy, time_interleaved
 from .records import make_record, provenance
 
-ATTENTION_BASELINES = "baselines.torch_attention"
-SPMM_BASELINES = {"torch-dense": ("baselines.dense", "torch-dense"),
-                  "torch-csr-i32": ("baselines.torch_sparse", "torch-csr-i32")}
+OP = "sparse_attention"
+PRUNEDBERT = "prunedbert"  # the baselines declared for a pruned weight times the activations
 
 
 def relative_error(got, expected: np.ndarray) -> float:
@@ -59,8 +57,9 @@ def attention_case(*, case: str, layout: np.ndarray, block: int, batch: int, hea
                    mask: str | None = None) -> list[dict]:
     """Records for every contender of one attention case (see the module docstring).
 
-    ``contenders``: name -> ``{"format": str, **knobs}``; ``baselines``: variant names of
-    ``baselines.torch_attention``; ``options``: variant -> factory keyword arguments.
+    ``contenders``: name -> ``{"format": str, **knobs}``; ``baselines``: the declared
+    ``sparse_attention`` variants to run (``baselines.variants``); ``options``: variant -> factory
+    keyword arguments.
     """
     from ..ops import compile_sparse_attention  # noqa: PLC0415 - the compiler loads after the thread settings
 
@@ -92,23 +91,9 @@ def attention_case(*, case: str, layout: np.ndarray, block: int, batch: int, hea
             outcomes[name] = ("sparsetir", fmt, run)
         except Exception as error:  # noqa: BLE001 - every failure becomes the contender's record
             outcomes[name] = ("sparsetir", fmt, error)
-    module = importlib.import_module(ATTENTION_BASELINES)
-    ok, why = module.available("sparse_attention", device)
     for name in baselines:
-        factory = module.VARIANTS["sparse_attention"].get(name)
-        if factory is None:
-            outcomes[name] = ("baseline", name, ValueError(f"unknown variant {name!r} of {ATTENTION_BASELINES}"))
-            continue
-        if not ok:
-            outcomes[name] = ("baseline", name, RuntimeError(why))
-            continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                run = factory(q, k, v, layout, block, device=device, **(options or {}).get(name, {}))
-            outcomes[name] = ("baseline", name, run)
-        except Exception as error:  # noqa: BLE001
-            outcomes[name] = ("baseline", name, error)
+        outcomes[name] = ("baseline", name, _build_baseline(OP, name, device, (q, k, v, layout, block),
+                                                            (options or {}).get(name, {})))
     prov = provenance(device=device, flush=timing.flush, flush_bytes=timing.flush_bytes)
     records, timed = [], {}
     for name, (kind, variant, run) in outcomes.items():
@@ -166,21 +151,10 @@ def prunedbert_case(*, case: str, matrix, tokens: int, formats: dict, baselines:
         except Exception as error:  # noqa: BLE001
             runs[name] = ("sparsetir", fmt, error)
     for name in baselines:
-        module_name, variant = SPMM_BASELINES.get(name, (None, name))
-        try:
-            if module_name is None:
-                raise ValueError(f"unknown PrunedBERT baseline {name!r}; known: {sorted(SPMM_BASELINES)}")
-            module = importlib.import_module(module_name)
-            ok, why = module.available("spmm", device)
-            if not ok:
-                raise RuntimeError(why)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                run = module.VARIANTS["spmm"][variant](W, X, device=device)
+        run = _build_baseline(PRUNEDBERT, name, device, (W, X), {})
+        if not isinstance(run, Exception):
             run.timings = {}
-            runs[name] = ("baseline", variant, run)
-        except Exception as error:  # noqa: BLE001
-            runs[name] = ("baseline", variant, error)
+        runs[name] = ("baseline", name, run)
     prov = provenance(device=device, flush=timing.flush, flush_bytes=timing.flush_bytes)
     records, timed = [], {}
     for name, (kind, variant, run) in runs.items():
@@ -204,6 +178,20 @@ def prunedbert_case(*, case: str, matrix, tokens: int, formats: dict, baselines:
         records.append({**make_record(**base, status="ok", stats=stats[name].to_dict(), times=run.timings),
                         "case": case, "setting": info, "kind": kind})
     return records
+
+
+def _build_baseline(key: str, name: str, device: str, inputs: tuple, options: dict):
+    """The declared baseline ``name`` of ``key`` built on ``inputs``, or the exception that says why not
+    (``RuntimeError``: it cannot run here; ``ValueError``: no such variant)."""
+    import baselines  # noqa: PLC0415 - the baselines load after the thread settings
+
+    try:
+        entry = baselines.baseline(key, name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return entry.build(*inputs, device=device, **options)
+    except Exception as error:  # noqa: BLE001 - every failure becomes the contender's record
+        return error
 
 
 def _empty_like(tensor):

@@ -16,7 +16,6 @@ import scipy.sparse as sp
 from ..reference import get_reference
 from ..timing import CUDA_FLUSH_BYTES, TimingPolicy, time_cuda
 from .engine import (
-    BASELINE_MODULES,
     KernelFactory,
     Row,
     contender_rows,
@@ -87,7 +86,7 @@ def run_case(
     sparsetir_formats: Mapping[str, str | dict],
     timing: TimingPolicy,
     kernel_factory: KernelFactory | None = None,
-    baseline_modules: Sequence[str] = BASELINE_MODULES,
+    baseline_names: Sequence[str] | None = None,
     options: Mapping[str, Mapping] | None = None,
     exclude: Sequence[str] = (),
     device: str = "cpu",
@@ -97,14 +96,15 @@ def run_case(
     """Prepare, check and time every contender; return one record per contender.
 
     ``kernel_factory`` builds the sparsetir contenders (the op's ``OpSpec.benchmark_kernel``);
-    ``timing`` is the policy every contender is timed under.
+    ``baseline_names``: the libraries or variants to run (``baselines.variants``; default every library
+    that declares ``op``); ``timing`` is the policy every contender is timed under.
     """
     reference = get_reference(op)  # a ValueError naming the known ops
     if not isinstance(feat, int) or feat < 1:
         raise ValueError(f"feat must be a positive integer, got {feat!r}")
     case = reference.make_case(matrix, feat, np.random.default_rng(seed))
     rows = contender_rows(op, matrix, case, sparsetir_formats, set(exclude), kernel_factory=kernel_factory,
-                          baseline_modules=baseline_modules, device=device, options=options)
+                          baseline_names=baseline_names, device=device, options=options)
     bandwidth = bandwidth or measure_bandwidth(timing, device)
     time_rows(op, rows, case, bandwidth["bytes_per_s"], timing, device)
     where = provenance(device=device, flush=timing.flush,

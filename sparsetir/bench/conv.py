@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import baselines as declared
+
 from ..data import load, point_clouds
 from ..reference import Case, host_array, rounding_tolerance
 from ..reference.conv import conv_flops, conv_reference, layer_operands, offset_pairs, scatter_products
@@ -51,13 +53,12 @@ from .case_runner import short_reason, unavailable_records
 from .records import make_record, provenance, write_json_atomic
 from .threads import configure_threads
 
-__all__ = ["BASELINES_MODULE", "DEFAULT_LAYERS", "DEFAULT_NETWORK", "EXPERIMENT", "SPARSETIR", "ConvLayer",
+__all__ = ["DEFAULT_LAYERS", "DEFAULT_NETWORK", "EXPERIMENT", "SPARSETIR", "ConvLayer",
            "ConvNetwork", "LayerSpec", "Scan", "benchmark_scan", "check_cloud_name", "contender_name", "main",
            "parse_layer", "synthetic_scan"]
 
 EXPERIMENT = "conv"
 SPARSETIR = "sparsetir"
-BASELINES_MODULE = "baselines.conv"
 SYNTHETIC_PREFIX = "lidar:"
 MAX_SYNTHETIC_POINTS = 5_000_000
 #: MinkUNet/SparseResNet layer shapes as TorchSparse's benchmarks use, each at the level it runs on
@@ -372,21 +373,15 @@ def sparsetir_contender(fmt=None, *, tune_budget_s=None) -> Contender:
 
 
 def baseline_contenders(names: Sequence[str] | None = None, *, device: str = "cpu") -> list[Contender]:
-    """The variants of :mod:`baselines.conv` (all, or ``names`` in that order), each with its availability."""
-    try:
-        import baselines.conv as module  # noqa: PLC0415 - imports torch: after the thread settings
-    except Exception as error:  # a broken optional library must not stop the benchmark
-        reason = f"cannot import {BASELINES_MODULE}: {type(error).__name__}: {error}"
-        return [Contender(name, None, reason=reason) for name in names or ()]
-    layers, networks = module.VARIANTS[EXPERIMENT], module.VARIANTS["conv-network"]
-    unknown = [name for name in names or () if name not in layers]
-    if unknown:
-        raise ValueError(f"unknown conv baseline(s) {unknown}; known: {', '.join(layers)}")
+    """The declared convolution baselines (``baselines.variants("conv")``: all, or ``names`` in that order),
+    each with its availability on ``device`` and its network form where one is declared."""
+    networks = declared.variants("conv-network")
     contenders = []
-    for name in names if names is not None else list(layers):
-        ok, reason = module.available(EXPERIMENT, device, name)
-        factory = (lambda layer, f=layers[name]: f(layer, device=device)) if ok else None
-        network = (lambda net, f=networks[name]: f(net, device=device)) if ok and name in networks else None
+    for name, entry in declared.variants(EXPERIMENT, names).items():
+        ok, reason = entry.available(device)
+        factory = (lambda layer, entry=entry: entry.build(layer, device=device)) if ok else None
+        network = (lambda net, entry=networks[name]: entry.build(net, device=device)) if ok and name in networks \
+            else None
         contenders.append(Contender(name, factory, network, reason=None if ok else reason))
     return contenders
 

@@ -15,7 +15,6 @@ caller passes (``OpSpec.benchmark_kernel``), so the bundle runner works with the
 
 from __future__ import annotations
 
-import importlib
 import math
 import sys
 import time
@@ -25,6 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+import baselines
+
 from ..reference import Case, get_reference, host_array, result_mismatch
 from ..timing import Stats, TimingPolicy, default_flush_bytes, time_cuda, time_interleaved
 from .locality import local_columns
@@ -33,8 +34,6 @@ SPARSETIR = "sparsetir"
 # the same CSR kernel on the matrix with local columns (same degrees): what this kernel reaches
 # when gathers hit the cache; a reference for scheduling, not a bound on the machine (bounds.py)
 LOCALITY_BOUND = "csr on local columns"
-BASELINE_MODULES = ("baselines.scipy_sparse", "baselines.torch_sparse", "baselines.dense", "baselines.pyg",
-                    "baselines.dgl_ops", "baselines.cupy_sparse")
 KernelFactory = Callable[..., Callable[[], object]]  # (A, *inputs, format=..., **knobs) -> run
 
 
@@ -83,19 +82,19 @@ def contender_rows(
     exclude=(),
     *,
     kernel_factory: KernelFactory | None = None,
-    baseline_modules: Sequence[str] = BASELINE_MODULES,
+    baseline_names: Sequence[str] | None = None,
     device: str = "cpu",
     options: Mapping[str, Mapping] | None = None,
 ) -> list[Row]:
-    """The sparsetir rows, then one row per variant of every baseline module (minus ``exclude``).
+    """The sparsetir rows, then one row per baseline variant of ``op`` (minus ``exclude``).
 
     ``sparsetir_formats`` maps a contender name to a format string or a configuration (see
     :func:`contender_config`; a plain string is one contender named ``sparsetir``), each built
     with ``kernel_factory(A, *inputs, format=..., **knobs)`` (the op's ``OpSpec.benchmark_kernel``).
-    ``options`` maps a variant name to extra keyword arguments for its factory (e.g.
-    ``{"torch-dense": {"limit_bytes": ...}}``); ``device`` is passed to baseline factories when it is
-    not ``"cpu"``. Each baseline module declares ``VARIANTS = {op: {name: factory}}`` and
-    ``available(op, device)``; a module that cannot be imported gives one ``unavailable`` row.
+    ``baseline_names``: library or variant names (``baselines.variants``; default: every library
+    that declares ``op``). ``options`` maps a variant name to extra keyword arguments for its factory
+    (e.g. ``{"torch-dense": {"limit_bytes": ...}}``); ``device`` is passed to baseline factories when it
+    is not ``"cpu"``. A variant that cannot run on ``device`` here gives an ``unavailable`` row saying why.
     """
     if isinstance(sparsetir_formats, str):
         sparsetir_formats = {SPARSETIR: sparsetir_formats}
@@ -118,30 +117,30 @@ def contender_rows(
             if row.timings is not None:
                 row.timings["tune_s"] = tune_s
             rows.append(row)
-    for module_name in baseline_modules:
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as error:  # a broken optional library must not stop the others
-            rows.append(Row(module_name.rsplit(".", 1)[-1], "conversion",
-                            error=f"unavailable: cannot import {module_name}: {type(error).__name__}: {error}"))
-            continue
-        variants = getattr(module, "VARIANTS", {}).get(op, {})
-        if not variants:
-            continue
-        ok, reason = module.available(op, device)
-        for name, factory in variants.items():
-            if name in exclude:
-                continue
-            row = Row(name, "conversion")
-            if not ok:
-                row.error = f"unavailable: {reason}"
-                rows.append(row)
-                continue
-            kwargs = dict(options.get(name, {}))
-            if device != "cpu":
-                kwargs["device"] = device
-            rows.append(prepare(row, lambda factory=factory, kwargs=kwargs: factory(A, *case.inputs, **kwargs), case))
+    chosen = baselines.variants(op, baselines.libraries_of(op) if baseline_names is None else baseline_names)
+    for name, entry in chosen.items():
+        if name not in exclude:
+            rows.append(baseline_row(entry, case, device, options.get(name, {}), (A, *case.inputs)))
     return rows
+
+
+def baseline_row(entry, case: Case, device: str = "cpu", options: Mapping | None = None,
+                 inputs: Sequence | None = None, wrap: Callable | None = None) -> Row:
+    """``entry`` (a ``baselines.Baseline``) built on ``inputs`` (default: the case's) and checked against
+    ``case``; an ``unavailable`` row saying why when it cannot run on ``device`` here. ``wrap(run)``, when
+    given, adapts the built ``run`` before the check (e.g. puts its rows in the reference's order)."""
+    row = Row(entry.name, "conversion")
+    ok, reason = entry.available(device)
+    if not ok:
+        row.error = f"unavailable: {reason}"
+        return row
+    arguments = case.inputs if inputs is None else inputs
+
+    def factory():
+        run = entry.build(*arguments, device=device, **dict(options or {}))
+        return wrap(run) if wrap is not None else run
+
+    return prepare(row, factory, case)
 
 
 def locality_bound_row(op: str, A: sp.csr_matrix, case: Case, config: dict, kernel_factory: KernelFactory) -> Row:
@@ -185,7 +184,7 @@ def time_rows(op: str, rows: list[Row], case: Case, copy_bytes_per_s: float, tim
 
     On the CPU the rows are timed together (``time_interleaved``); on a GPU each row in turn
     with ``time_cuda`` (L2 flush, CUDA events). The speedup is over the fastest of the op's
-    library references (``OpReference.library_references``).
+    library references (``baselines.library_references``).
     """
     runnable = {row.contender: row.run for row in rows if row.run is not None}
     if not runnable:
@@ -196,7 +195,7 @@ def time_rows(op: str, rows: list[Row], case: Case, copy_bytes_per_s: float, tim
         stats = {name: time_cuda(run, timing) for name, run in runnable.items()}
     for row in rows:
         row.stats = stats.get(row.contender)
-    libraries = get_reference(op).library_references
+    libraries = baselines.library_references(op)
     references = [row.stats.median for row in rows if row.stats and row.contender in libraries]
     best = min(references) if references else None
     for row in rows:

@@ -65,8 +65,10 @@ from pathlib import Path
 
 import numpy as np
 
+import baselines as declared
+
 from ..data import RelationalGraph, load_relational, relational_graphs
-from ..reference import Case, get_reference, host_array, result_mismatch
+from ..reference import Case, host_array, result_mismatch
 from ..reference.rgcn import RGCNInputs, rgcn_inputs, rgcn_reference
 from ..runtime.loader import usable_cores
 from ..timing import DEFAULT, TimingPolicy, default_flush_bytes, time_interleaved
@@ -75,7 +77,7 @@ from .engine import Row
 from .records import make_record, provenance, write_json_atomic
 from .threads import configure_threads
 
-__all__ = ["BASELINES_MODULE", "DEFAULT_DATASETS", "DEFAULT_DIMS", "EXPERIMENT", "MEMORY_METHODS", "SPARSETIR",
+__all__ = ["DEFAULT_DATASETS", "DEFAULT_DIMS", "EXPERIMENT", "MEMORY_METHODS", "SPARSETIR",
            "Contender", "attach_memory", "baseline_contenders", "benchmark_dataset", "check_contenders", "contender_name",
            "default_contenders", "load_graph", "main", "measure_memory", "memory_probe", "random_relational",
            "reference_case", "rgcn_flops", "rgcn_min_bytes", "sparsetir_contender", "sparsetir_factory",
@@ -86,7 +88,6 @@ SPARSETIR = "sparsetir"
 DEFAULT_DATASETS = ("aifb", "mutag")
 DEFAULT_DIMS = (32, 32, 32)
 DEFAULT_TUNE_BUDGET_S = 20.0
-BASELINES_MODULE = "baselines.rgcn"
 #: A seeded random relational graph: ``relational:<nodes>:<relations>:<edges>`` (tests, the smoke run).
 SYNTHETIC_PREFIX = "relational:"
 SYNTHETIC_LIMITS = {"nodes": 1 << 22, "relations": 4096, "edges": 50_000_000}
@@ -264,21 +265,12 @@ def sparsetir_contender(fmt: str | None = None, *, tune_budget_s: float | None =
 
 
 def baseline_contenders(names: Sequence[str] | None = None, *, device: str = "cpu") -> list[Contender]:
-    """The variants of :mod:`baselines.rgcn` (all of them, or ``names`` in that order), each with its
-    availability; a baseline module that does not import gives unavailable contenders saying why."""
-    try:
-        import baselines.rgcn as module  # noqa: PLC0415 - imports torch: after the thread settings
-    except Exception as error:  # a broken optional library must not stop the benchmark
-        reason = f"cannot import {BASELINES_MODULE}: {type(error).__name__}: {error}"
-        return [Contender(name, None, reason=reason) for name in names or ()]
-    variants = module.VARIANTS[EXPERIMENT]
-    unknown = [name for name in names or () if name not in variants]
-    if unknown:
-        raise ValueError(f"unknown R-GCN baseline(s) {unknown}; known: {', '.join(variants)}")
+    """The declared R-GCN baselines (``baselines.variants("rgcn")``: all of them, or ``names`` in that order),
+    each with its availability on ``device``."""
     contenders = []
-    for name in names if names is not None else list(variants):
-        ok, reason = module.available(EXPERIMENT, device, name)
-        factory = (lambda inputs, factory=variants[name]: factory(inputs, device=device)) if ok else None
+    for name, entry in declared.variants(EXPERIMENT, names).items():
+        ok, reason = entry.available(device)
+        factory = (lambda inputs, entry=entry: entry.build(inputs, device=device)) if ok else None
         contenders.append(Contender(name, factory, reason=None if ok else reason, probe={"baseline": name}))
     return contenders
 
@@ -331,8 +323,8 @@ def check_contenders(contenders: Sequence[Contender], inputs: RGCNInputs, case: 
 
 
 def library_references() -> tuple[str, ...]:
-    """The baselines a speedup is measured against (``rgms``'s library references)."""
-    return tuple(get_reference("rgms").library_references)
+    """The baselines a speedup is measured against (the declared R-GCN library references)."""
+    return declared.library_references(EXPERIMENT)
 
 
 def time_contenders(rows: Sequence[Row], timing: TimingPolicy) -> None:

@@ -24,7 +24,8 @@ labels: its rows carry times only (``labelled: false``, no accuracy).
 Contenders: ``sparsetir`` (dense features, as the baselines get them), ``sparsetir-sparse-x`` (the
 features as a CSR matrix where they are mostly zeros: the first layer's projections become SpMMs),
 ``sparsetir-compiled`` (``torch.compile(fullgraph=True)``),
-and the baselines' ``SAGE_CONTENDERS``: ``pyg-csr``, ``pyg-edge_index``, ``pyg-EdgeIndex``, ``dgl``.
+and the GraphSAGE baselines the libraries declare (``baselines.variants("sage")``: PyG's SAGEConv on
+each of its CPU structures, DGL's SAGEConv).
 """
 
 from __future__ import annotations
@@ -39,13 +40,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["BASELINE_CONTENDERS", "SageGraph", "SageSettings", "load_sage_graph", "run_sage",
+__all__ = ["SageGraph", "SageSettings", "load_sage_graph", "run_sage",
            "sparsetir_contender"]
 
 MODES = ("full", "minibatch")
-BASELINE_CONTENDERS = ("pyg-csr", "pyg-edge_index", "pyg-EdgeIndex", "dgl")
-#: The baseline modules and the contenders each declares (``SAGE_CONTENDERS``: name -> factory).
-BASELINE_MODULES = {"baselines.pyg_sage": ("pyg-csr", "pyg-edge_index", "pyg-EdgeIndex"), "baselines.dgl_sage": ("dgl",)}
+EXPERIMENT = "sage"
 
 
 @dataclass(frozen=True)
@@ -134,13 +133,6 @@ class SparsetirSage:
     def __init__(self, name: str, *, sparse_features: bool = False, compiled: bool = False, format: str = "csr"):
         self.name, self.sparse_features, self.compiled, self.format = name, sparse_features, compiled, format
 
-    def available(self) -> tuple[bool, str]:
-        import torch  # noqa: PLC0415 - after the thread settings
-
-        from ..version import __version__  # noqa: PLC0415 - next to torch's
-
-        return True, f"sparsetir {__version__} on torch {torch.__version__}"
-
     def model(self, in_channels, hidden, num_layers, out_channels, dropout, state):
         from ..nn import GraphSAGE  # noqa: PLC0415 - after the thread settings
 
@@ -174,20 +166,14 @@ def sparsetir_contender(name: str, options: dict | None = None) -> SparsetirSage
     return SparsetirSage(name, **options)
 
 
-def _baseline_contenders() -> dict:
-    """Contender name -> factory, or the reason its module does not import."""
-    import importlib  # noqa: PLC0415 - the baselines load after the thread settings
+def baseline_contender(name: str):
+    """``(contender, None)`` for a declared GraphSAGE baseline (``baselines.variants("sage")``), or
+    ``(None, reason)`` when it cannot run here; ``ValueError`` for a name that is not one."""
+    import baselines  # noqa: PLC0415 - the baselines load after the thread settings
 
-    found = {}
-    for module_name, names in BASELINE_MODULES.items():
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as error:  # a library that does not import: its contenders say why
-            found.update({name: f"unavailable: {module_name} does not import: {type(error).__name__}: {error}"
-                          for name in names})
-            continue
-        found.update(module.SAGE_CONTENDERS)
-    return found
+    entry = baselines.baseline(EXPERIMENT, name)
+    ok, reason = entry.available()
+    return (entry.build(), None) if ok else (None, f"unavailable: {reason}")
 
 
 # --- one benchmark run ----------------------------------------------------------------------------
@@ -255,16 +241,21 @@ def _kernel_seconds() -> float:
 
 
 def run_sage(dataset: str, mode: str, settings: SageSettings, *, seeds=(0,), contenders: dict | None = None,
-             baselines=BASELINE_CONTENDERS, threads: int | None = None, log=print) -> list[dict]:
+             baselines=None, threads: int | None = None, log=print) -> list[dict]:
     """Train every contender on ``dataset`` in ``mode`` for each seed; one record per (contender, seed).
 
-    ``contenders``: sparsetir contender name -> options (default: ``sparsetir`` with dense features).
+    ``contenders``: sparsetir contender name -> options (default: ``sparsetir`` with dense features);
+    ``baselines``: declared GraphSAGE baselines (default: every one declared).
     A dataset that cannot be loaded gives one ``unavailable`` record per contender (before torch loads).
     ``threads``: torch's intra-op threads (set before anything runs).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     contenders = {"sparsetir": {}} if contenders is None else contenders
+    if baselines is None:
+        import baselines as declared  # noqa: PLC0415 - the baselines load after the thread settings
+
+        baselines = declared.default_names(EXPERIMENT)
     names = [*contenders, *baselines]
     try:
         graph = load_sage_graph(dataset, settings, seed=0)
@@ -286,7 +277,6 @@ def run_sage(dataset: str, mode: str, settings: SageSettings, *, seeds=(0,), con
     log(f"sage {dataset} {mode}: {graph.adj_t.shape[0]:,} nodes, {graph.adj_t.nnz:,} edges, "
         f"{graph.features.shape[1]} features, {graph.num_classes} classes{'' if graph.labelled else ' (random)'}; "
         f"{torch.get_num_threads()} thread(s)")
-    baseline_table = _baseline_contenders()
     records = []
     for seed in seeds:
         runs = {}
@@ -294,12 +284,8 @@ def run_sage(dataset: str, mode: str, settings: SageSettings, *, seeds=(0,), con
             if name in contenders:
                 runs[name] = _Run(sparsetir_contender(name, contenders[name]))
                 continue
-            factory = baseline_table.get(name)
-            if factory is None or isinstance(factory, str):
-                runs[name] = _Run(None, status="unavailable", reason=factory or f"unavailable: unknown contender "
-                                  f"{name!r}; known: {', '.join(BASELINE_CONTENDERS)}")
-                continue
-            runs[name] = _Run(factory())
+            contender, reason = baseline_contender(name)
+            runs[name] = _Run(contender) if contender is not None else _Run(None, status="unavailable", reason=reason)
         sample_s = _train(graph, mode, settings, seed, runs, log)
         records += [_finish(graph, dataset, mode, name, seed, run, settings, sample_s, provenance) for name, run
                     in runs.items()]
@@ -324,10 +310,6 @@ def _block_arrays(batch) -> list:
 def _setup(run: _Run, graph: SageGraph, mode: str, settings: SageSettings, state: dict, epoch_batches) -> None:
     import torch  # noqa: PLC0415 - after the thread settings
 
-    ok, why = run.contender.available()
-    if not ok:
-        run.status, run.reason = "unavailable", f"unavailable: {why}"
-        return
     started = time.perf_counter()
     run.model = run.contender.model(graph.features.shape[1], settings.hidden, settings.layers, graph.num_classes,
                                     settings.dropout, state)
@@ -509,7 +491,7 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=SageSettings.epochs)
     parser.add_argument("--warmup", type=int, default=SageSettings.warmup)
     parser.add_argument("--contender", action="append", help="sparsetir, sparsetir-sparse-x, sparsetir-compiled")
-    parser.add_argument("--baseline", action="append", help=f"default: {', '.join(BASELINE_CONTENDERS)}")
+    parser.add_argument("--baseline", action="append", help="default: every declared GraphSAGE baseline")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", help="write the records here")
     args = parser.parse_args(argv)
@@ -528,7 +510,7 @@ def main(argv=None) -> int:
     for dataset in args.dataset:
         for mode in args.mode or ["full"]:
             found = run_sage(dataset, mode, settings, seeds=args.seed or [0], contenders=contenders,
-                             baselines=args.baseline or BASELINE_CONTENDERS,
+                             baselines=args.baseline,
                              log=lambda line: print(line, file=sys.stderr, flush=True))
             print(summary(found), flush=True)
             records += found

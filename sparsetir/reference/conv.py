@@ -92,5 +92,4 @@ CONV_REFERENCE = register_reference(OpReference(
     make_case=conv_case,
     reference=conv_reference,
     flops=conv_flops,
-    library_references=("spconv", "spconv-1thread", "torch-gather-mm"),
 ))

@@ -27,16 +27,15 @@ class OpReference:
         ``reference(A, *inputs) -> Case``: the float64 result, its tolerance and the bytes model.
     flops : callable
         ``flops(nnz, feat) -> int``: useful floating-point operations.
-    library_references : tuple of str
-        The baseline variants (``baselines`` package) that compute the same thing and count as
-        "the best CPU library" a speedup is measured against.
+
+    The baselines that compute the same thing are the libraries' own declarations (``baselines``:
+    ``Variant(library_reference=True)``), read by the harness: this layer names none.
     """
 
     name: str
     make_case: Callable
     reference: Callable
     flops: Callable[[int, int], int]
-    library_references: tuple = ()
 
 
 _REFERENCES: Registry[OpReference] = Registry("op")

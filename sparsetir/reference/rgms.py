@@ -78,6 +78,4 @@ RGMS_REFERENCE = register_reference(OpReference(
     make_case=rgms_case,
     reference=rgms_reference,
     flops=rgms_flops,
-    library_references=("pyg-rgcnconv", "pyg-fastrgcnconv", "dgl-relgraphconv", "torch-relation-loop",
-                        "torch-gather-bmm-scatter"),
 ))

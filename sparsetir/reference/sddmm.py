@@ -41,5 +41,4 @@ SDDMM_REFERENCE = register_reference(OpReference(
     make_case=sddmm_case,
     reference=sddmm_reference,
     flops=sddmm_flops,
-    library_references=("scipy", "torch-sampled-addmm", "dgl-gsddmm"),
 ))

@@ -95,5 +95,4 @@ SPARSE_ATTENTION_REFERENCE = register_reference(OpReference(
     make_case=attention_case,
     reference=attention_reference_case,
     flops=attention_flops,
-    library_references=("flex-attention", "sdpa-dense-mask", "torch-bsr"),
 ))

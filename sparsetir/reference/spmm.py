@@ -37,6 +37,4 @@ SPMM_REFERENCE = register_reference(OpReference(
     make_case=spmm_case,
     reference=spmm_reference,
     flops=spmm_flops,
-    library_references=("scipy", "torch-csr-i64", "torch-csr-i32", "torch-reduce-sum", "pyg-edgeindex", "pyg-spmm",
-                        "dgl-gspmm"),
 ))

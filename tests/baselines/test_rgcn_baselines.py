@@ -3,19 +3,22 @@
 import numpy as np
 import pytest
 
-from baselines import rgcn
+import baselines
+from baselines import dgl
 from sparsetir.data import RelationalGraph
 from sparsetir.formats.relational import read_relational_input
 from sparsetir.reference.rgcn import rgcn_inputs, rgcn_reference
 
-VARIANTS = list(rgcn.VARIANTS["rgcn"])
+VARIANTS = list(baselines.variants("rgcn"))
 
 
-def _require(name: str):
-    ok, reason = rgcn.available("rgcn", "cpu", name)
+def _build(name: str, inputs):
+    entry = baselines.baseline("rgcn", name)
+    ok, reason = entry.available()
     assert isinstance(ok, bool) and isinstance(reason, str) and reason
     if not ok:
         pytest.skip(reason)
+    return entry.build(inputs)
 
 
 def _assert_matches(run, case):
@@ -63,43 +66,36 @@ def aifb_inputs(mirror_path):
 
 @pytest.mark.parametrize("name", [n for n in VARIANTS if n != "graphiler"])
 def test_baseline_equals_the_reference_on_a_small_relational_graph(name, small_inputs):
-    _require(name)
-    _assert_matches(rgcn.VARIANTS["rgcn"][name](small_inputs[0]), small_inputs)
+    _assert_matches(_build(name, small_inputs[0]), small_inputs)
 
 
 @pytest.mark.slow  # a real graph: the reference and each library's model on 29k edges, a few seconds each
 @pytest.mark.parametrize("name", [n for n in VARIANTS if n != "graphiler"])
 def test_baseline_equals_the_reference_on_aifb(name, aifb_inputs):
-    _require(name)
-    _assert_matches(rgcn.VARIANTS["rgcn"][name](aifb_inputs[0]), aifb_inputs)
+    _assert_matches(_build(name, aifb_inputs[0]), aifb_inputs)
 
 
 def test_graphiler_is_an_unavailable_contender_that_says_why(small_inputs):
-    ok, reason = rgcn.available("rgcn", "cpu", "graphiler")
+    entry = baselines.baseline("rgcn", "graphiler")
+    ok, reason = entry.available()
     assert not ok and "Graphiler" in reason and "wheel" in reason
     with pytest.raises(RuntimeError, match="Graphiler"):
-        rgcn.graphiler(small_inputs[0])
+        entry.build(small_inputs[0])
 
 
-def test_the_paper_baselines_are_the_rgms_library_references():
-    from sparsetir.reference import get_reference
-
-    assert set(get_reference("rgms").library_references) == set(VARIANTS) - {"graphiler"}
+def test_the_paper_baselines_are_the_rgcn_library_references():
+    assert set(baselines.library_references("rgcn")) == set(VARIANTS) - {"graphiler"}
 
 
 def test_availability_answers_a_bool_and_a_reason_for_every_variant():
-    ok, reason = rgcn.available("rgcn")
-    assert ok and reason
     for name in VARIANTS:
-        ok, reason = rgcn.available("rgcn", "cpu", name)
+        ok, reason = baselines.baseline("rgcn", name).available("cpu")
         assert isinstance(ok, bool) and reason
 
 
-def test_unknown_ops_and_variants_are_value_errors():
-    with pytest.raises(ValueError, match="unknown op"):
-        rgcn.available("spmm")
-    with pytest.raises(ValueError, match="unknown R-GCN baseline"):
-        rgcn.available("rgcn", "cpu", "pyg-nosuchconv")
+def test_unknown_variants_are_value_errors():
+    with pytest.raises(ValueError, match="unknown rgcn baseline 'pyg-nosuchconv'"):
+        baselines.baseline("rgcn", "pyg-nosuchconv")
 
 
 def test_without_a_gpu_every_variant_says_why():
@@ -108,12 +104,12 @@ def test_without_a_gpu_every_variant_says_why():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     for name in VARIANTS:
-        ok, reason = rgcn.available("rgcn", "cuda", name)
+        ok, reason = baselines.baseline("rgcn", name).available("cuda")
         assert not ok and ("no CUDA GPU" in reason or "Graphiler" in reason), (name, reason)
 
 
 def test_dgl_says_exactly_why_when_it_cannot_run(monkeypatch):
-    monkeypatch.setattr(rgcn, "import_dgl", lambda: (None, "dgl is not installed (test)"))
-    assert rgcn.available("rgcn", "cpu", "dgl-relgraphconv") == (False, "dgl is not installed (test)")
+    monkeypatch.setattr(dgl, "import_dgl", lambda: (None, "dgl is not installed (test)"))
+    assert baselines.baseline("rgcn", "dgl-relgraphconv").available() == (False, "dgl is not installed (test)")
     with pytest.raises(RuntimeError, match="dgl is not installed"):
-        rgcn.dgl_relgraphconv(None)
+        dgl.relgraphconv(None)

@@ -63,7 +63,7 @@ def test_the_runner_checks_and_times_rgcn_candidates_and_baselines_with_the_runt
 
 
 def test_bad_rgcn_bundle_settings_are_clear_errors(tmp_path):
-    with pytest.raises(ValueError, match="unknown R-GCN baseline"):
+    with pytest.raises(ValueError, match="unknown rgcn baseline 'mkl'"):
         build_bundle(tmp_path / "b", ["cora"], [8], target="llvm", limit=1, wheel=False, progress=False,
                      rgcn={"datasets": [GRAPH], "dims": [8, 8, 8], "baselines": ["mkl"]})
     with pytest.raises(ValueError, match="unknown relational graph"):

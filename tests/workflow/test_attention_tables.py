@@ -40,7 +40,7 @@ def test_records_validate_name_their_case_and_say_why_not(records):
         validate_record(record)
         assert record["case"] == record["dataset"] and isinstance(record["setting"], dict)
     assert by_contender["no-such-baseline"]["status"] == "failed"
-    assert "unknown variant" in by_contender["no-such-baseline"]["reason"]
+    assert "unknown sparse_attention baseline" in by_contender["no-such-baseline"]["reason"]
     ours = by_contender["sparsetir-bsr"]
     assert ours["status"] == "ok" and ours["setting"]["relative_error"] <= 1e-5
     assert ours["setting"]["block_sparsity"] == pytest.approx(1 - masks.longformer(64, 16, 16).mean())

@@ -73,7 +73,9 @@ def _config_with(tmp_path, change):
     (lambda c: c.update(datasets=["no-such-graph"]), "unknown dataset 'no-such-graph'"),
     (lambda c: c.update(datasets=["rmat:99:1"]), "bad generator spec 'rmat:99:1'"),
     (lambda c: c["hyb"].update(cora={"col_parts": 1, "buckets": [4, 2]}), "strictly increasing"),
-    (lambda c: c["experiments"]["spmm"]["reference"].update(cuda="best-cpu-library"), "applies to the CPU only"),
+    (lambda c: c["experiments"]["spmm"].update(reference={"cpu": "best-cpu-library", "cuda": "best-cpu-library"}),
+     "applies to the CPU only"),
+    (lambda c: c["experiments"]["spmm"].update(cpu_libraries=["mkl"]), "'mkl' is not one of"),
     (lambda c: c["tuning"].update(budget_s={"sddmm": 1}), "'tuned' contender but tuning.budget_s.spmm is not set"),
     (lambda c: c["tuning"]["budget_s"].update(spmm=0), "0 is less than or equal to the minimum of 0"),
 ])

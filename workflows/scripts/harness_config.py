@@ -164,7 +164,7 @@ def check_config(config: dict, configfiles=()) -> dict:
             raise ValueError(f"config experiments.{op} has a 'tuned' contender but tuning.budget_s.{op} is not set")
         if not experiment["sparsetir"] and not experiment["baselines"]:
             raise ValueError(f"config experiments.{op}: no contenders (sparsetir and baselines are both empty)")
-        for device, reference in experiment["reference"].items():
+        for device, reference in experiment.get("reference", {}).items():
             if reference == BEST_CPU and device != "cpu":
                 raise ValueError(f"config experiments.{op}.reference.{device}: {BEST_CPU} applies to the CPU only")
     _check_against_the_code(config)
@@ -196,9 +196,9 @@ def _check_against_the_code(config: dict) -> None:
         if error:
             raise ValueError(f"config {where}: {error}")
     for op, experiment in config["experiments"].items():
-        variants = {name: module for module, ops in facts["variants"].items() for name in ops.get(op, [])}
+        variants = {name: info["library"] for name, info in facts["variants"].get(op, {}).items()}
         known = ", ".join(sorted(variants))
-        for device, reference in experiment["reference"].items():
+        for device, reference in experiment.get("reference", {}).items():
             if reference == BEST_CPU or reference in experiment["sparsetir"]:
                 continue
             if reference not in variants:
@@ -207,7 +207,7 @@ def _check_against_the_code(config: dict) -> None:
             if device == config["device"] and variants[reference] not in experiment["baselines"]:
                 raise ValueError(f"config experiments.{op}.reference.{device}: {reference!r} comes from the baseline "
                                  f"module {variants[reference]}, which experiments.{op}.baselines does not run")
-        for library in experiment["cpu_libraries"]:
+        for library in experiment.get("cpu_libraries", []):
             if library not in variants:
                 raise ValueError(f"config experiments.{op}.cpu_libraries: unknown library {library!r}; known: {known}")
         for variant in experiment.get("options") or {}:
@@ -230,7 +230,7 @@ def check_contenders(family: str, op: str, section: dict) -> None:
 
 
 def code_facts(format_checks: list[tuple[str, str]]) -> dict:
-    """``{"formats": {"<op> <format>": error or None}, "variants": {module: {op: [names]}}}``.
+    """``{"formats": {"<op> <format>": error or None}, "variants": baselines.declarations()}``.
 
     Computing them imports ``sparsetir.formats`` (TVM) and the baseline modules (torch), seconds
     each, so the answer is kept in ``<kernel cache>/workflow-checks/``, keyed by the questions
@@ -272,15 +272,76 @@ def _format_error(op: str, fmt: str) -> str | None:
     return None
 
 
-def _baseline_variants() -> dict[str, dict[str, list[str]]]:
-    import importlib
-    import pkgutil
-
+def _baseline_variants() -> dict[str, dict[str, dict]]:
     import baselines
 
-    variants = {}
-    for module in pkgutil.iter_modules(baselines.__path__):
-        declared = getattr(importlib.import_module(f"baselines.{module.name}"), "VARIANTS", None)
-        if isinstance(declared, dict):
-            variants[module.name] = {op: list(names) for op, names in declared.items()}
-    return variants
+    return baselines.declarations()
+
+
+# ---------------------------------------------------------------- the schema, derived from the declarations
+
+BEST_CPU_DEFAULT = BEST_CPU  # a device no library declares a reference for is judged against its best library
+
+
+def derived_schema(path: str | Path) -> Path:
+    """``schema.yaml`` with its names filled in from the code: a file the workflow validates configs against.
+
+    The schema names no baseline: a node ``{x-enum: {variants: KEY, libraries: true}}`` becomes the
+    enum of the variants the libraries declare for op or family ``KEY`` (``baselines.declarations``),
+    and of those libraries; ``x-default`` gives a node the derived default: ``{defaults: KEY}`` the
+    variants that run by default, ``{library_references: KEY, device: D}`` the library references
+    (listed for device ``D``), ``{reference: KEY}`` each device's declared reference (else
+    ``best-cpu-library``), ``{reference: KEY, device: D}`` that device's. The result is kept in the
+    kernel cache, keyed by the schema and the declarations, so planning stays fast.
+    """
+    import yaml
+
+    from sparsetir.backend.cache import cache_dir
+
+    text = Path(path).read_text()
+    declared = code_facts([])["variants"]
+    digest = hashlib.sha256(json.dumps([text, declared], sort_keys=True).encode()).hexdigest()[:32]
+    out = cache_dir() / "workflow-checks" / f"schema-{digest}.json"
+    if out.exists():
+        return out
+    schema = _fill(yaml.safe_load(text), declared)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=".schema-", dir=out.parent)
+    with os.fdopen(handle, "w") as stream:
+        json.dump(schema, stream, indent=1)
+    os.replace(tmp, out)
+    return out
+
+
+def _fill(node, declared: dict):
+    """A copy of the schema ``node`` with its ``x-enum`` and ``x-default`` markers replaced (see :func:`derived_schema`)."""
+    if isinstance(node, list):
+        return [_fill(item, declared) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _fill(value, declared) for key, value in node.items() if not key.startswith("x-")}
+    if "x-enum" in node:
+        marker = node["x-enum"]
+        variants = declared.get(marker["variants"], {})
+        libraries = list(dict.fromkeys(info["library"] for info in variants.values())) if marker.get("libraries") else []
+        out["enum"] = [*variants, *libraries]
+    if "x-default" in node:
+        out["default"] = _derived_default(node["x-default"], declared)
+    return out
+
+
+def _derived_default(marker: dict, declared: dict):
+    if "defaults" in marker:
+        return [name for name, info in declared.get(marker["defaults"], {}).items()
+                if info["default"] and "cpu" in info["devices"]]
+    if "library_references" in marker:
+        device = marker.get("device")
+        return [name for name, info in declared.get(marker["library_references"], {}).items()
+                if info["library_reference"] and (device is None or device in info["devices"])]
+    references = {}
+    for name, info in declared.get(marker["reference"], {}).items():
+        for device in info["reference_on"]:
+            references.setdefault(device, name)
+    if "device" in marker:
+        return references.get(marker["device"])
+    return {device: references.get(device, BEST_CPU_DEFAULT) for device in ("cpu", "cuda")}

@@ -55,7 +55,7 @@ def main(*, dataset_json: Path, output: Path, experiment: str, dataset: str, fea
         sparsetir_formats=sparsetir_formats(settings, dataset, hyb,
                                             json.loads(tuned_json.read_text()) if tuned_json else None),
         timing=TimingPolicy.from_mapping(timing), kernel_factory=get_op(experiment).benchmark_kernel,
-        baseline_modules=[f"baselines.{module}" for module in settings["baselines"]],
+        baseline_names=settings["baselines"],
         options=settings.get("options") or {}, device=device, seed=seed,
     )
     print(summary(records), file=sys.stderr, flush=True)

@@ -30,19 +30,21 @@ from pathlib import Path
 
 import numpy as np
 
+import baselines as declared
+
 from ...data import dataset_slug
 from ...reference import Case, get_reference
 from ...reference.sparse_attention import attention_reference, dense_mask
 from ...runtime import load
 from ..attention import attention_operands
 from ..case_runner import status_of
-from ..engine import Row, contender_rows, prepare, time_rows
+from ..engine import Row, baseline_row, prepare, time_rows
 from ..records import ALL_CONTENDERS, make_record
 from .candidates import candidate_factory
 from .in_turn import row_times, run_cases_in_turn
+from .manifest import bundle_baselines
 
-__all__ = ["ATTENTION_BUNDLE_BASELINES", "DEFAULT_ATTENTION_CONFIGS", "DEFAULT_ATTENTION_MASKS",
-           "DEFAULT_PRUNEDBERT_FORMATS", "PRUNEDBERT_BASELINES", "build_attention_section",
+__all__ = ["DEFAULT_ATTENTION_CONFIGS", "DEFAULT_ATTENTION_MASKS", "DEFAULT_PRUNEDBERT_FORMATS", "build_attention_section",
            "build_prunedbert_section", "run_attention_cases", "run_prunedbert_cases"]
 
 #: Candidate configurations, in order (tensor cores apply to float16/bfloat16 only).
@@ -50,14 +52,10 @@ DEFAULT_ATTENTION_CONFIGS = ({"format": "bsr", "tensor_cores": True}, {"format":
                              {"format": "srbcrs", "tensor_cores": True})
 DEFAULT_ATTENTION_MASKS = {"longformer": {"window": 32}, "bigbird": {"window": 16, "n_global": 1, "n_random": 1},
                            "butterfly": {}}
-#: sdpa-dense (no mask) computes something else, so the runner's check would refuse it: not here.
-ATTENTION_BUNDLE_BASELINES = ("triton-blocksparse", "flex-attention", "flex-attention-fine", "sdpa-dense-mask",
-                              "torch-bsr")
 _OP = "sparse_attention"
+_PRUNEDBERT = "prunedbert"  # the baselines declared for it: a pruned weight times the activations
 DEFAULT_PRUNEDBERT_FORMATS = {"sparsetir-csr": "csr", "sparsetir-bsr-32": "bsr:32", "sparsetir-dbsr-32": "dbsr:32",
                               "sparsetir-srbcrs-8-32": "srbcrs:8:32"}
-#: variant -> its module in ``baselines`` (dense torch.mm: cuBLAS on a GPU, MKL on the CPU; torch's CSR: cuSPARSE)
-PRUNEDBERT_BASELINES = {"torch-dense": "baselines.dense", "torch-csr-i32": "baselines.torch_sparse"}
 
 
 # ---------------------------------------------------------------- build (compile host)
@@ -67,7 +65,7 @@ def build_attention_section(staging: Path, seqs: Sequence[int], *, masks: dict |
                             heads: int = 12, head_dim: int = 64, block: int = 16, dtype: str = "float16", target,
                             seed: int, scratch: Path, store_library: Callable, store_candidate_files: Callable,
                             limit: int = len(DEFAULT_ATTENTION_CONFIGS),
-                            baselines: Sequence[str] = ATTENTION_BUNDLE_BASELINES, prunedbert: dict | None = None,
+                            baselines: Sequence[str] | None = None, prunedbert: dict | None = None,
                             say: Callable[[str], None] = lambda message: None) -> dict:
     """Compile the attention candidates into the bundle being staged; the manifest's ``attention`` section.
     ``masks``: name -> keyword arguments of its generator in ``sparsetir.data.masks`` (``kind`` names
@@ -80,11 +78,9 @@ def build_attention_section(staging: Path, seqs: Sequence[int], *, masks: dict |
 
     if not isinstance(limit, int) or limit < 1:
         raise ValueError(f"the attention candidate limit must be a positive int, got {limit!r}")
-    unknown = sorted(set(baselines) - set(ATTENTION_BUNDLE_BASELINES))
-    if unknown:
-        raise ValueError(f"unknown attention bundle baseline(s) {unknown}; "
-                         f"known: {', '.join(ATTENTION_BUNDLE_BASELINES)}")
-    cuda = device_of(normalize_target(target)) == "cuda"  # tensor cores are a CUDA knob
+    device = device_of(normalize_target(target))
+    cuda = device == "cuda"  # tensor cores are a CUDA knob
+    baselines = bundle_baselines(_OP, baselines, device, same_result=True)
     cases = []
     for name, arguments in (DEFAULT_ATTENTION_MASKS if masks is None else masks).items():
         arguments = dict(arguments or {})
@@ -117,7 +113,7 @@ def build_attention_section(staging: Path, seqs: Sequence[int], *, masks: dict |
             staging, prunedbert["matrices"], tokens=prunedbert.get("tokens", 256), formats=prunedbert.get("formats"),
             target=target, seed=seed, scratch=scratch, store_library=store_library,
             store_candidate_files=store_candidate_files,
-            baselines=prunedbert.get("baselines", tuple(PRUNEDBERT_BASELINES)), say=say)
+            baselines=prunedbert.get("baselines"), say=say)
     return section
 
 
@@ -156,7 +152,8 @@ def run_attention_case(bundle: Path, section: dict, case: dict, scratch: Path, a
             return lambda: kernel(q, k, v, out=out)
 
         rows.append(prepare(Row(name, "compile"), factory, bench_case))
-    rows += _baseline_rows(section["baselines"], q, k, v, layout, block, bench_case, device)
+    rows += [baseline_row(entry, bench_case, device, inputs=(q, k, v, layout, block))
+             for entry in declared.variants(_OP, section["baselines"]).values()]
     time_rows(_OP, rows, bench_case, bandwidth["bytes_per_s"], timing, device)
     kept = int(dense_mask(layout, block, seq, seq).sum()) * heads * batch
     info = {"mask": case["mask"], "block": block, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
@@ -176,26 +173,6 @@ def run_attention_case(bundle: Path, section: dict, case: dict, scratch: Path, a
             record["setting"]["candidate"] = {"id": candidate["id"], "config": candidate["config"]}
         records.append(record)
     return records
-
-
-def _baseline_rows(names: Sequence[str], q, k, v, layout, block: int, case: Case, device: str) -> list[Row]:
-    """One checked row per ``baselines/torch_attention.py`` variant (unavailable ones say why)."""
-    try:
-        import baselines.torch_attention as module  # noqa: PLC0415 - imports torch: after the thread settings
-    except Exception as error:  # a broken optional library must not stop the run
-        return [Row(name, "conversion", error=f"unavailable: cannot import baselines.torch_attention: {error}")
-                for name in names]
-    ok, why = module.available(_OP, device)
-    rows = []
-    for name in names:
-        row = Row(name, "conversion")
-        if not ok:
-            row.error = f"unavailable: {why}"
-            rows.append(row)
-            continue
-        variant = module.VARIANTS[_OP][name]
-        rows.append(prepare(row, lambda variant=variant: variant(q, k, v, layout, block, device=device), case))
-    return rows
 
 
 def run_attention_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, assemble: Callable, *,
@@ -226,15 +203,14 @@ def run_attention_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, 
 
 def build_prunedbert_section(staging: Path, matrices: Sequence[str], *, tokens: int = 256,
                              formats: dict | None = None, target, seed: int, scratch: Path, store_library: Callable,
-                             store_candidate_files: Callable, baselines: Sequence[str] = tuple(PRUNEDBERT_BASELINES),
+                             store_candidate_files: Callable, baselines: Sequence[str] | None = None,
                              say: Callable[[str], None] = lambda message: None) -> dict:
     """Compile ``ops.spmm`` for each DLMC weight in each format; the section's ``prunedbert`` part."""
+    from ...backend import device_of, normalize_target  # noqa: PLC0415 - compile host only
     from ...data import masks as generators  # noqa: PLC0415 - compile host only (the mirror is here)
     from ...ops import compile_spmm  # noqa: PLC0415 - compile host only: the runner never imports this
 
-    unknown = sorted(set(baselines) - set(PRUNEDBERT_BASELINES))
-    if unknown:
-        raise ValueError(f"unknown PrunedBERT bundle baseline(s) {unknown}; known: {', '.join(PRUNEDBERT_BASELINES)}")
+    baselines = bundle_baselines(_PRUNEDBERT, baselines, device_of(normalize_target(target)))
     cases = []
     for name in dict.fromkeys(matrices):
         started = time.perf_counter()
@@ -273,9 +249,8 @@ def run_prunedbert_case(bundle: Path, section: dict, case: dict, scratch: Path, 
         library = assemble(bundle, candidate, scratch)
         rows.append(prepare(Row(candidate["contender"], "compile"),
                             candidate_factory(library, bench_case.inputs[0], device), bench_case))
-    modules = list(dict.fromkeys(PRUNEDBERT_BASELINES[name] for name in section["baselines"]))
-    rows += [row for row in contender_rows("spmm", A, bench_case, {}, baseline_modules=modules, device=device)
-             if row.contender in section["baselines"]]
+    rows += [baseline_row(entry, bench_case, device, inputs=(A, *bench_case.inputs))
+             for entry in declared.variants(_PRUNEDBERT, section["baselines"]).values()]
     time_rows("spmm", rows, bench_case, bandwidth["bytes_per_s"], timing, device)
     info = {"shape": case["shape"], "nnz": case["nnz"], "sparsity": case["sparsity"], "tokens": tokens}
     records = []

@@ -56,17 +56,16 @@ from ...tune.fingerprint import fingerprint
 from ...tune.shortlist import DEFAULT_RANKED_FORMATS, shortlist
 from ...version import __version__
 from ..datasets import load_matrix
-from .attention import ATTENTION_BUNDLE_BASELINES, DEFAULT_ATTENTION_CONFIGS, build_attention_section
-from .conv import CONV_BASELINES, DEFAULT_CONV_CONFIGS, DEFAULT_CONV_LAYERS, build_conv_section
+from .attention import DEFAULT_ATTENTION_CONFIGS, build_attention_section
+from .conv import DEFAULT_CONV_CONFIGS, DEFAULT_CONV_LAYERS, build_conv_section
 from .ingestion import ingest
-from .manifest import BUNDLE_FORMAT
-from .rgcn import DEFAULT_RGCN_CONFIGS, RGCN_BASELINES, build_rgcn_section
+from .manifest import BUNDLE_FORMAT, bundle_baselines
+from .rgcn import DEFAULT_RGCN_CONFIGS, build_rgcn_section
 
 MAX_BUNDLE_BYTES = 60 << 20
 DEFAULT_LIMIT = 6  # candidates per (dataset, feature size)
 DEFAULT_FEATS = (32, 64, 128, 256)
 DEFAULT_TIME_LIMIT_S = {"cuda": 300.0, "cpu": 120.0}  # the runner stops starting cases after this
-DEFAULT_BASELINES = {"cuda": ("torch_sparse", "dense", "cupy_sparse"), "cpu": ("scipy_sparse", "torch_sparse")}
 BASELINE_OPTIONS = {"cuda": {"torch-dense": {"limit_bytes": 16 << 30}},
                     "cpu": {"torch-dense": {"limit_bytes": 64 << 20}}}
 # (requirement, file pattern): tvm_ffi for the GPU host's Python, and the one package it requires
@@ -363,7 +362,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                 rgcn_section = build_rgcn_section(
                     staging, rgcn["datasets"], dims=rgcn.get("dims", (32, 32, 32)), target=target, seed=seed,
                     scratch=Path(scratch), store_library=_store_library, store_candidate_files=_store_candidate_files,
-                    limit=rgcn.get("limit", len(DEFAULT_RGCN_CONFIGS)), baselines=rgcn.get("baselines", RGCN_BASELINES),
+                    limit=rgcn.get("limit", len(DEFAULT_RGCN_CONFIGS)), baselines=rgcn.get("baselines"),
                     say=lambda message: _say(progress, message))
                 check_size(staging, max_bytes, "the R-GCN candidates")
             conv_section = None
@@ -372,7 +371,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                     staging, conv["clouds"], voxel_size=conv.get("voxel_size", 0.2),
                     layers=conv.get("layers", DEFAULT_CONV_LAYERS), target=target, seed=seed, scratch=Path(scratch),
                     store_library=_store_library, store_candidate_files=_store_candidate_files,
-                    limit=conv.get("limit", len(DEFAULT_CONV_CONFIGS)), baselines=conv.get("baselines", CONV_BASELINES),
+                    limit=conv.get("limit", len(DEFAULT_CONV_CONFIGS)), baselines=conv.get("baselines"),
                     say=lambda message: _say(progress, message))
                 check_size(staging, max_bytes, "the convolution candidates")
             attention_section = None
@@ -384,7 +383,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                     dtype=attention.get("dtype", "float16"), target=target, seed=seed, scratch=Path(scratch),
                     store_library=_store_library, store_candidate_files=_store_candidate_files,
                     limit=attention.get("limit", len(DEFAULT_ATTENTION_CONFIGS)),
-                    baselines=attention.get("baselines", ATTENTION_BUNDLE_BASELINES),
+                    baselines=attention.get("baselines"),
                     prunedbert=attention.get("prunedbert"), say=lambda message: _say(progress, message))
                 check_size(staging, max_bytes, "the attention candidates")
         manifest = {
@@ -395,7 +394,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                       "seconds": None},
             "timing": TimingPolicy.from_mapping(timing, BUNDLE[device]).to_dict(),
             "time_limit_s": float(time_limit_s or DEFAULT_TIME_LIMIT_S[device]),
-            "baselines": list(DEFAULT_BASELINES[device] if baselines is None else baselines),
+            "baselines": bundle_baselines(op, baselines, device),
             "baseline_options": BASELINE_OPTIONS[device],
             "runtime_libraries": [f"lib/{name}" for name in libraries],
             "wheels": wheel_files, "wheel_note": wheel_note,

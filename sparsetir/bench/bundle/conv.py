@@ -28,23 +28,23 @@ from pathlib import Path
 
 import numpy as np
 
+import baselines as declared
+
 from ...data import dataset_slug
-from ...reference import Case
 from ...reference.conv import conv_flops, conv_reference, layer_operands
 from ...runtime import load
 from ..case_runner import status_of
 from ..conv import ConvLayer, parse_layer
-from ..engine import Row, prepare, time_rows
+from ..engine import Row, baseline_row, prepare, time_rows
 from ..records import ALL_CONTENDERS, make_record
 from .in_turn import row_times, run_cases_in_turn
+from .manifest import bundle_baselines
 
-__all__ = ["CONV_BASELINES", "DEFAULT_CONV_CONFIGS", "DEFAULT_CONV_LAYERS", "build_conv_section", "run_conv_cases"]
+__all__ = ["DEFAULT_CONV_CONFIGS", "DEFAULT_CONV_LAYERS", "build_conv_section", "run_conv_cases"]
 
 #: Candidate configurations, in order: the two dataflows of ``ops.sparse_conv3d``.
 DEFAULT_CONV_CONFIGS = ({"format": "csf"}, {"format": "relcsr"})
 DEFAULT_CONV_LAYERS = ("4:32:1@0", "32:32:1@0", "32:64:2@0", "64:64:1@1", "64:128:2@1", "128:128:1@2", "128:256:2@2")
-#: spconv-1thread is a CPU question (its threads), so the GPU runs spconv once.
-CONV_BASELINES = ("spconv", "torch-gather-mm", "torchsparse", "minkowskiengine")
 _OP = "conv"
 
 
@@ -73,18 +73,18 @@ class StoredKernelMap:
 def build_conv_section(staging: Path, clouds: Sequence[str], *, voxel_size: float = 0.2,
                        layers: Sequence[str] = DEFAULT_CONV_LAYERS, target, seed: int, scratch: Path,
                        store_library: Callable, store_candidate_files: Callable,
-                       limit: int = len(DEFAULT_CONV_CONFIGS), baselines: Sequence[str] = CONV_BASELINES,
+                       limit: int = len(DEFAULT_CONV_CONFIGS), baselines: Sequence[str] | None = None,
                        say: Callable[[str], None] = lambda message: None) -> dict:
     """Compile the convolution candidates of ``clouds`` into the bundle being staged; the manifest's ``conv``
     section. ``store_library``/``store_candidate_files``: the bundle's content-addressed stores."""
+    from ...backend import device_of, normalize_target  # noqa: PLC0415 - compile host only
     from ...ops import compile_sparse_conv3d  # noqa: PLC0415 - compile host only: the runner never imports this
     from ..conv import Scan, check_cloud_name  # noqa: PLC0415
 
     if not isinstance(limit, int) or limit < 1:
         raise ValueError(f"the conv candidate limit must be a positive int, got {limit!r}")
-    unknown = sorted(set(baselines) - set(CONV_BASELINES))
-    if unknown:
-        raise ValueError(f"unknown conv bundle baseline(s) {unknown}; known: {', '.join(CONV_BASELINES)}")
+    device = device_of(normalize_target(target))
+    baselines = bundle_baselines(_OP, baselines, device)
     specs = [parse_layer(text) for text in layers]
     cases = []
     for cloud in dict.fromkeys(clouds):
@@ -150,33 +150,18 @@ def candidate_factory(library: Path, layer: ConvLayer, device: str):
     return factory
 
 
-def baseline_rows(names: Sequence[str], layer: ConvLayer, case: Case, device: str) -> list[Row]:
-    """One checked row per ``baselines/conv.py`` variant (unavailable ones say why); spconv's outputs are put
-    in the kernel map's row order (``run.rows``) inside the timed call, an index per output row."""
-    try:
-        import baselines.conv as module  # noqa: PLC0415 - imports torch: after the thread settings
-    except Exception as error:  # a broken optional library must not stop the run
-        return [Row(name, "conversion", error=f"unavailable: cannot import baselines.conv: {error}") for name in names]
-    rows = []
-    for name in names:
-        ok, reason = module.available(_OP, device, name)
-        row = Row(name, "conversion")
-        if not ok:
-            row.error = f"unavailable: {reason}"
-            rows.append(row)
-            continue
+def _in_map_order(device: str):
+    """``wrap(run)``: spconv's outputs put in the kernel map's row order (``run.rows``) inside the timed call,
+    an index per output row."""
+    import torch  # noqa: PLC0415 - the GPU host has torch; the runner imports it after the thread settings
 
-        def factory(variant=module.VARIANTS[_OP][name]):
-            import torch  # noqa: PLC0415
+    def wrap(run):
+        if run.rows is None:
+            return run
+        order = torch.from_numpy(np.asarray(run.rows, dtype=np.int64)).to(device)
+        return lambda: run().index_select(0, order)
 
-            run = variant(layer, device=device)
-            if run.rows is None:
-                return run
-            order = torch.from_numpy(np.asarray(run.rows, dtype=np.int64)).to(device)
-            return lambda: run().index_select(0, order)
-
-        rows.append(prepare(row, factory, case))
-    return rows
+    return wrap
 
 
 def run_conv_case(bundle: Path, section: dict, case: dict, scratch: Path, assemble: Callable, *, device: str,
@@ -191,7 +176,8 @@ def run_conv_case(bundle: Path, section: dict, case: dict, scratch: Path, assemb
         candidates[name] = candidate
         library = assemble(bundle, candidate, scratch)
         rows.append(prepare(Row(name, "compile"), candidate_factory(library, layer, device), bench_case))
-    rows += baseline_rows(section["baselines"], layer, bench_case, device)
+    rows += [baseline_row(entry, bench_case, device, inputs=(layer,), wrap=_in_map_order(device))
+             for entry in declared.variants(_OP, section["baselines"]).values()]
     time_rows(_OP, rows, bench_case, bandwidth["bytes_per_s"], timing, device)
     timed = [row for row in rows if row.stats is not None and row.contender not in candidates]
     best = min(timed, key=lambda row: row.stats.median) if timed else None

@@ -27,23 +27,24 @@ from pathlib import Path
 
 import numpy as np
 
+import baselines as declared
+
 from ...data import dataset_slug
 from ...reference import Case
 from ...reference.rgcn import rgcn_inputs, rgcn_reference
 from ...runtime import load
 from ...runtime.validate import entry_rows
 from ..case_runner import short_reason, status_of
-from ..engine import Row, prepare, time_rows
+from ..engine import Row, baseline_row, prepare, time_rows
 from ..records import ALL_CONTENDERS, make_record, write_json_atomic
+from .manifest import bundle_baselines
 
-__all__ = ["DEFAULT_RGCN_CONFIGS", "RGCN_BASELINES", "RelationalStructure", "build_rgcn_section", "run_rgcn_cases"]
+__all__ = ["DEFAULT_RGCN_CONFIGS", "RelationalStructure", "build_rgcn_section", "run_rgcn_cases"]
 
 #: Candidate configurations, in order: the formats x the dataflows of ``ops.rgms``.
 DEFAULT_RGCN_CONFIGS = tuple({"format": fmt, "dataflow": dataflow} for fmt in ("csf", "relcsr")
                              for dataflow in ("aggregate", "edge", "transform"))
-RGCN_BASELINES = ("pyg-rgcnconv", "pyg-fastrgcnconv", "dgl-relgraphconv", "torch-relation-loop",
-                  "torch-gather-bmm-scatter", "graphiler")
-_SPEEDUP_OP = "rgms"  # its library references are the R-GCN baselines
+_FAMILY = "rgcn"  # the baselines' declarations (baselines.variants), and their library references
 
 
 @dataclass
@@ -83,12 +84,13 @@ def _shape_key(shape: tuple[int, int]) -> str:
 
 def build_rgcn_section(staging: Path, datasets: Sequence[str], *, dims: Sequence[int] = (32, 32, 32), target,
                        seed: int, scratch: Path, store_library: Callable, store_candidate_files: Callable,
-                       limit: int = len(DEFAULT_RGCN_CONFIGS), baselines: Sequence[str] = RGCN_BASELINES,
+                       limit: int = len(DEFAULT_RGCN_CONFIGS), baselines: Sequence[str] | None = None,
                        say: Callable[[str], None] = lambda message: None) -> dict:
     """Compile the R-GCN candidates of ``datasets`` into the bundle being staged; the manifest's ``rgcn`` section.
 
     ``store_library`` and ``store_candidate_files`` are the bundle's content-addressed stores
     (``build._store_library``, ``build._store_candidate_files``)."""
+    from ...backend import device_of, normalize_target  # noqa: PLC0415 - compile host only
     from ...nn.rgcn import RGCNGraph  # noqa: PLC0415 - compile host only: the runner never imports this
     from ...ops import compile_rgms  # noqa: PLC0415
     from ..rgcn import check_dims, load_graph  # noqa: PLC0415
@@ -96,9 +98,7 @@ def build_rgcn_section(staging: Path, datasets: Sequence[str], *, dims: Sequence
     dims = check_dims(dims)
     if not isinstance(limit, int) or limit < 1:
         raise ValueError(f"the R-GCN candidate limit must be a positive int, got {limit!r}")
-    unknown = sorted(set(baselines) - set(RGCN_BASELINES))
-    if unknown:
-        raise ValueError(f"unknown R-GCN baseline(s) {unknown}; known: {', '.join(RGCN_BASELINES)}")
+    baselines = bundle_baselines(_FAMILY, baselines, device_of(normalize_target(target)))
     cases = []
     for dataset in dict.fromkeys(datasets):
         started = time.perf_counter()
@@ -162,25 +162,6 @@ def candidate_factory(libraries: dict, inputs, device: str):
     return factory
 
 
-def baseline_rows(names: Sequence[str], inputs, case: Case, device: str) -> list[Row]:
-    """One checked row per ``baselines/rgcn.py`` variant (unavailable ones say why)."""
-    try:
-        import baselines.rgcn as module  # noqa: PLC0415 - imports torch: after the thread settings
-    except Exception as error:  # a broken optional library must not stop the run
-        return [Row(name, "conversion", error=f"unavailable: cannot import baselines.rgcn: {error}") for name in names]
-    rows = []
-    for name in names:
-        ok, reason = module.available("rgcn", device, name)
-        row = Row(name, "conversion")
-        if not ok:
-            row.error = f"unavailable: {reason}"
-            rows.append(row)
-            continue
-        factory = module.VARIANTS["rgcn"][name]
-        rows.append(prepare(row, lambda factory=factory: factory(inputs, device=device), case))
-    return rows
-
-
 def run_rgcn_case(bundle: Path, section: dict, case: dict, scratch: Path, assemble: Callable, *, device: str,
                   bandwidth: dict, timing, where: dict) -> list[dict]:
     """Check and time one graph's candidates and baselines; one validated record per contender."""
@@ -199,8 +180,9 @@ def run_rgcn_case(bundle: Path, section: dict, case: dict, scratch: Path, assemb
         libraries = {shape: assemble(bundle, {"id": f"{candidate['id']}-{shape}", **layer}, scratch)
                      for shape, layer in candidate["layers"].items()}
         rows.append(prepare(Row(name, "compile"), candidate_factory(libraries, inputs, device), bench_case))
-    rows += baseline_rows(section["baselines"], inputs, bench_case, device)
-    time_rows(_SPEEDUP_OP, rows, bench_case, bandwidth["bytes_per_s"], timing, device)
+    rows += [baseline_row(entry, bench_case, device, inputs=(inputs,))
+             for entry in declared.variants(_FAMILY, section["baselines"]).values()]
+    time_rows(_FAMILY, rows, bench_case, bandwidth["bytes_per_s"], timing, device)
     flops = sum(2 * (graph.nnz + graph.shape[0]) * f_in * f_out for f_in, f_out in zip(dims[:-1], dims[1:]))
     records = []
     for row in rows:

@@ -80,9 +80,8 @@ def run_case(bundle: Path, manifest: dict, case: dict, A, scratch: Path, bandwid
         candidates[name] = candidate
         library = assemble_kernel(bundle, candidate, scratch)
         rows.append(prepare(Row(name, "compile"), candidate_factory(library, bench_case.inputs[0], device), bench_case))
-    rows += contender_rows(manifest["op"], A, bench_case, {}, baseline_modules=[f"baselines.{name}" for name in
-                                                                                manifest["baselines"]],
-                           device=device, options=manifest["baseline_options"])
+    rows += contender_rows(manifest["op"], A, bench_case, {}, baseline_names=manifest["baselines"], device=device,
+                           options=manifest["baseline_options"])
     time_rows(manifest["op"], rows, bench_case, bandwidth["bytes_per_s"], timing, device)
     records = []
     for row in rows:

@@ -1,34 +1,29 @@
-"""Sparse 3-D convolution baselines: one layer, the same points, pairs and weights, in each library.
+"""spconv 2.3.8 (the conv extra): sparse 3-D convolution, one layer and a network, in spconv's own kernels.
 
 Every variant computes what ``sparsetir.ops.sparse_conv3d`` computes for a layer: output row
 ``q`` of ``Y = sum_k sum_{(p, q) in pairs(k)} X[p] @ W[k]``. A layer is read through its
-interface (``sparsetir.bench.conv.ConvLayer``): ``coords (N, 4)`` int, ``X (N, c_in)`` and
-``W (K, c_in, c_out)`` float32 numpy (``W[k]`` goes with offset ``k``, x slowest),
+interface (``sparsetir.bench.families.conv.ConvLayer``): ``coords (N, 4)`` int, ``X (N, c_in)``
+and ``W (K, c_in, c_out)`` float32 numpy (``W[k]`` goes with offset ``k``, x slowest),
 ``kernel_size``, ``stride``, ``dilation``, ``submanifold``, ``spatial_shape``, and the kernel
-map ``kmap`` (``in_idx``, ``out_idx``, ``indptr``, ``out_coords``, ``num_outputs``). A factory
-``factory(layer, device="cpu", threads=None)`` prepares once and returns a zero-argument
-``run()`` giving the ``(M, c_out)`` output as a torch tensor (under ``torch.no_grad()``), with
+map ``kmap`` (``out_coords``). A factory ``factory(layer, device="cpu", threads=None)`` prepares
+once and returns a zero-argument ``run()`` giving the ``(M, c_out)`` output as a torch tensor
+(under ``torch.no_grad()``), with
 
 * ``run.rows``: None when the output's rows are ``kmap.out_coords``' rows, else an index array
   such that ``output[run.rows]`` is in that order (spconv orders its outputs itself);
-* ``run.map_s``: seconds the library took to build its own kernel map (rules), which is set-up,
-  not kernel time; ``run.build_map()`` builds it again (the benchmark times it).
+* ``run.map_s``: seconds spconv took to build its own kernel map (rules), which is set-up, not
+  kernel time; ``run.build_map()`` builds it again (the benchmark times it).
 
-======================  ===================================================================
-``spconv``              spconv 2.3.8: ``SubMConv3d`` / ``SparseConv3d(kernel_size, stride,
-                        padding=kernel_size // 2, dilation)`` with the layer's weights; its
-                        rules built once (``ops.get_indice_pairs``), then the module's own
-                        kernel path (``functional.indice_subm_conv`` / ``indice_conv``:
-                        gather, GEMM, scatter-add per offset) on every call, all torch threads
-``spconv-1thread``      the same with one torch thread: spconv's CPU scatter was seen to write
-                        a few wrong rows at >= 32 channels with two threads (exact with one)
-``torch-gather-mm``     plain torch, TorchSparse's dataflow: per offset, gather ``X[in]``,
-                        ``@ W[k]``, ``index_add_`` into ``Y[out]``
-``torchsparse``         unavailable: not installable here (see :data:`TORCHSPARSE_REASON`)
-``minkowskiengine``     unavailable: not installable here (see :data:`MINKOWSKI_REASON`)
-======================  ===================================================================
+``spconv``: ``SubMConv3d`` / ``SparseConv3d(kernel_size, stride, padding=kernel_size // 2,
+dilation)`` with the layer's weights; its rules built once (``ops.get_indice_pairs``), then the
+module's own kernel path (``functional.indice_subm_conv`` / ``indice_conv``: gather, GEMM,
+scatter-add per offset) on every call, all torch threads. ``spconv-1thread``: the same with one
+torch thread (spconv's CPU scatter was seen to write a few wrong rows at >= 32 channels with two
+threads; exact with one): a CPU question, so it is not listed on a GPU. The network forms
+(family ``conv-network``) build every layer's rules first (a subm layer's once per level, as an
+``indice_key`` caches them); one call runs every layer with a ReLU between them.
 
-``available(op, device, variant=None)`` says whether a variant can run and why not.
+spconv is probed once (:func:`probe`, on first use).
 """
 
 from __future__ import annotations
@@ -38,25 +33,17 @@ import importlib
 import time
 
 import numpy as np
+import torch
 
-try:
-    import torch
-except ImportError:  # pragma: no cover - torch is a project dependency
-    torch = None
+from baselines import Variant
 
-OP = "conv"
 SPCONV_VERSION = "2.3.8"
-TORCHSPARSE_REASON = ("TorchSparse (mit-han-lab/torchsparse) has no distribution on PyPI (pip: no matching "
-                      "distribution); it ships source and its own CUDA wheel index, which this machine cannot reach")
-MINKOWSKI_REASON = ("MinkowskiEngine: PyPI has only the 0.5.4 source release (2021), a C++/CUDA extension built "
-                    "against torch with OpenBLAS; its build step fails here ('Pytorch not found' in pip's build "
-                    "isolation) and it predates torch 2.x")
 
 
 @functools.cache
 def import_spconv():
     """``(spconv modules, None)`` or ``(None, reason)``: ``spconv.pytorch`` with its ``ops`` and
-    ``functional`` and ``ConvAlgo``, imported on first use."""
+    ``functional`` and ``ConvAlgo``, imported on first use (once per process)."""
     try:
         spconv = importlib.import_module("spconv")
         modules = {"spconv": spconv, "nn": importlib.import_module("spconv.pytorch"),
@@ -69,37 +56,19 @@ def import_spconv():
     return modules, None
 
 
-def _check_op(op: str) -> None:
-    if op != OP:
-        raise ValueError(f"unknown op {op!r}; this module offers {OP!r} only")
+def probe() -> tuple[bool, str]:
+    """Whether spconv imports here, and its version or why not."""
+    modules, reason = import_spconv()
+    if modules is None:
+        return False, reason
+    return True, f"spconv {getattr(modules['spconv'], '__version__', '?')} on torch {torch.__version__}"
 
 
-def available(op: str = OP, device: str = "cpu", variant: str | None = None) -> tuple[bool, str]:
-    """Whether ``variant`` (every variant when None: the module) can run ``op`` on ``device``, and why not."""
-    _check_op(op)
-    if variant is not None and variant not in CONV_VARIANTS:
-        raise ValueError(f"unknown conv baseline {variant!r}; known: {', '.join(CONV_VARIANTS)}")
-    if variant == "torchsparse":
-        return False, TORCHSPARSE_REASON
-    if variant == "minkowskiengine":
-        return False, MINKOWSKI_REASON
-    if torch is None:
-        return False, "torch is not importable"
-    if device != "cpu" and not (str(device).startswith("cuda") and torch.cuda.is_available()):
-        return False, f"torch {torch.__version__} sees no CUDA GPU (device {device!r})"
-    if variant is not None and variant.startswith("spconv"):
-        modules, why = import_spconv()
-        if modules is None:
-            return False, why
-        version = getattr(modules["spconv"], "__version__", "?")
-        return True, f"spconv {version} on torch {torch.__version__}"
-    return True, f"torch {torch.__version__}"
-
-
-def _require(variant: str, device: str) -> None:
-    ok, reason = available(OP, device, variant)
-    if not ok:
+def _modules():
+    modules, reason = import_spconv()
+    if modules is None:
         raise RuntimeError(reason)
+    return modules
 
 
 def spconv_weight(W: np.ndarray, kernel_size: int) -> np.ndarray:
@@ -128,11 +97,11 @@ def _row_order(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray | None:
     return rows
 
 
+
 def spconv_factory(layer, device: str = "cpu", threads: int | None = None, *, single_thread: bool = False):
     """spconv's layer with the layer's weights (see the module docstring); ``single_thread`` runs it with
     one torch thread (restored after every call)."""
-    _require("spconv-1thread" if single_thread else "spconv", device)
-    modules, _ = import_spconv()
+    modules = _modules()
     nn, spconv_ops, functional, algo = modules["nn"], modules["ops"], modules["functional"], modules["ConvAlgo"].Native
     ks, stride, dilation = int(layer.kernel_size), int(layer.stride), int(layer.dilation)
     c_in, c_out = int(layer.W.shape[1]), int(layer.W.shape[2])
@@ -171,35 +140,10 @@ def spconv_factory(layer, device: str = "cpu", threads: int | None = None, *, si
     return run
 
 
-def torch_gather_mm_factory(layer, device: str = "cpu", threads: int | None = None):
-    """Per offset: ``Y.index_add_(0, out, X[in] @ W[k])`` (offsets without pairs skipped)."""
-    _require("torch-gather-mm", device)
-    kmap = layer.kmap
-    X = torch.from_numpy(np.ascontiguousarray(layer.X, dtype=np.float32)).to(device)
-    W = torch.from_numpy(np.ascontiguousarray(layer.W, dtype=np.float32)).to(device)
-    in_idx = torch.from_numpy(np.asarray(kmap.in_idx, dtype=np.int64)).to(device)
-    out_idx = torch.from_numpy(np.asarray(kmap.out_idx, dtype=np.int64)).to(device)
-    bounds = np.asarray(kmap.indptr, dtype=np.int64).tolist()
-    slices = [(k, in_idx[lo:hi], out_idx[lo:hi]) for k, (lo, hi) in enumerate(zip(bounds, bounds[1:])) if hi > lo]
-    shape = (int(kmap.num_outputs), int(W.shape[2]))
-
-    def run(features=None):
-        h = X if features is None else features
-        with torch.no_grad():
-            out = torch.zeros(shape, dtype=h.dtype, device=h.device)
-            for k, source, target in slices:
-                out.index_add_(0, target, h.index_select(0, source) @ W[k])
-            return out
-
-    run.rows, run.map_s, run.build_map = None, None, None
-    return run
-
-
 def spconv_network_factory(network, device: str = "cpu", threads: int | None = None, *, single_thread: bool = False):
     """The network in spconv: its own rules for every layer (a subm layer's once per level, as an
     ``indice_key`` caches them), built first (``run.map_s``); one call runs every layer with ReLU between."""
-    _require("spconv-1thread" if single_thread else "spconv", device)
-    modules, _ = import_spconv()
+    modules = _modules()
     spconv_ops, functional, algo = modules["ops"], modules["functional"], modules["ConvAlgo"].Native
     started = time.perf_counter()
     coords = torch.from_numpy(np.ascontiguousarray(network.coords, dtype=np.int32)).to(device)
@@ -242,23 +186,6 @@ def spconv_network_factory(network, device: str = "cpu", threads: int | None = N
     return run
 
 
-def torch_gather_mm_network_factory(network, device: str = "cpu", threads: int | None = None):
-    """The network as plain torch gather-mm-scatter layers on the benchmark's kernel maps, ReLU between."""
-    runs = [torch_gather_mm_factory(layer, device) for layer in network.layers]
-    X = torch.from_numpy(np.ascontiguousarray(network.X, dtype=np.float32)).to(device)
-
-    def run():
-        h = X
-        for index, layer_run in enumerate(runs):
-            h = layer_run(h)
-            if index + 1 < len(runs):
-                h = torch.relu_(h)
-        return h
-
-    run.rows, run.map_s, run.build_map = None, None, None
-    return run
-
-
 def _one_thread(call):
     def run():
         before = torch.get_num_threads()
@@ -271,24 +198,12 @@ def _one_thread(call):
     return run
 
 
-def _unavailable(reason: str):
-    def factory(layer, device: str = "cpu", threads: int | None = None):
-        raise RuntimeError(reason)
 
-    return factory
-
-
-CONV_VARIANTS = {
-    "spconv": spconv_factory,
-    "spconv-1thread": functools.partial(spconv_factory, single_thread=True),
-    "torch-gather-mm": torch_gather_mm_factory,
-    "torchsparse": _unavailable(TORCHSPARSE_REASON),
-    "minkowskiengine": _unavailable(MINKOWSKI_REASON),
+VARIANTS = {
+    "conv": {"spconv": Variant(spconv_factory, library_reference=True),
+             "spconv-1thread": Variant(functools.partial(spconv_factory, single_thread=True), devices=("cpu",),
+                                       library_reference=True)},
+    "conv-network": {"spconv": Variant(spconv_network_factory),
+                     "spconv-1thread": Variant(functools.partial(spconv_network_factory, single_thread=True),
+                                               devices=("cpu",))},
 }
-#: the end-to-end network (``sparsetir.bench.conv.ConvNetwork``: ``coords``, ``X``, ``layers``)
-CONV_NETWORK_VARIANTS = {
-    "spconv": spconv_network_factory,
-    "spconv-1thread": functools.partial(spconv_network_factory, single_thread=True),
-    "torch-gather-mm": torch_gather_mm_network_factory,
-}
-VARIANTS = {OP: CONV_VARIANTS, "conv-network": CONV_NETWORK_VARIANTS}

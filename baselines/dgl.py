@@ -1,0 +1,264 @@
+"""DGL (2.1, CPU only): SpMM and SDDMM (``dgl.ops``), GraphSAGE training and R-GCN inference (``dgl.nn``).
+
+PyPI's last DGL for Python 3.11 is 2.1.0 (CPU only), built for torch <= 2.2. Importing it
+under torch 2.13 fails in two places these baselines never use, so :func:`import_dgl` (the
+library's one probe, tried once per process) shims them:
+
+1. ``dgl.graphbolt`` (imported by ``dgl.distributed``) needs ``torchdata.datapipes``, which
+   torchdata >= 0.10 removed, and a graphbolt library built for this torch. The shim installs
+   a stand-in ``dgl.graphbolt`` module before ``import dgl``. It defines the one class DGL's
+   own code checks with ``isinstance`` (``FusedCSCSamplingGraph``, never instantiated); any
+   other attribute raises ``AttributeError`` naming this shim.
+2. ``dgl.utils`` falls back to ``setuptools.extern.packaging`` when ``packaging`` is missing;
+   newer setuptools dropped ``setuptools.extern``. The shim aliases it to ``packaging`` when
+   that is importable.
+
+SpMM (``dgl-gspmm``) sends ``B[j] * A[i, j]`` along each edge ``j -> i`` of a bipartite graph
+built once from A's non-zeros and sums at ``i`` (``gspmm(g, "mul", "sum")``). SDDMM
+(``dgl-gsddmm``) takes the dot product ``X[i] . Y[j]`` on each edge ``i -> j`` (``gsddmm(g,
+"dot")``) and then multiplies by ``A.data``, timed together, as the contract's op is.
+
+GraphSAGE (``dgl``): ``dgl.nn.SAGEConv`` (mean) layers on a ``dgl.graph`` (edges source ->
+target) or ``dgl.create_block`` message-flow graphs; DGL's layer projects before aggregating
+when its input is wider than its output, as sparsetir's does. Weights come in PyG
+``GraphSAGE``'s state_dict keys and are mapped: ``fc_neigh.weight = lin_l.weight``,
+``fc_self.weight = lin_r.weight``, ``fc_self.bias = lin_l.bias``.
+
+R-GCN (``dgl-relgraphconv``): ``RelGraphConv`` (no regulariser, self-loop = root), edges sorted
+by type (``presorted``: ``segment_mm``), the mean as the per-edge ``norm`` it takes (see
+:mod:`baselines.torch_gather` for the model).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import sys
+import types
+
+import numpy as np
+import torch
+
+from baselines import Variant
+from baselines.scipy_sparse import canonical_csr
+from baselines.torch_gather import RelationalEdges, features, layer_weights, two_layers
+
+
+class _MissingGraphbolt(types.ModuleType):
+    """Stand-in for ``dgl.graphbolt``: the isinstance target, and a clear error for anything else."""
+
+    class FusedCSCSamplingGraph:  # DGL only tests isinstance against it
+        pass
+
+    def __getattr__(self, name: str):
+        raise AttributeError(
+            f"dgl.graphbolt.{name} is unavailable: graphbolt does not load under this torch, and "
+            "baselines.dgl replaced it with a stand-in (SpMM/SDDMM do not need it)"
+        )
+
+
+def _shim_setuptools_extern() -> None:
+    try:
+        importlib.import_module("setuptools.extern.packaging")
+        return
+    except ImportError:
+        pass
+    try:
+        packaging = importlib.import_module("packaging")
+        importlib.import_module("packaging.version")
+    except ImportError:
+        return  # DGL will then fail with its own message, which import_dgl reports
+    extern = types.ModuleType("setuptools.extern")
+    extern.packaging = packaging
+    sys.modules.setdefault("setuptools.extern", extern)
+    sys.modules.setdefault("setuptools.extern.packaging", packaging)
+
+
+@functools.cache
+def import_dgl():
+    """``(dgl, None)`` when DGL imports (shimmed as needed), else ``(None, reason)``; tried once per process."""
+    if importlib.util.find_spec("dgl") is None:
+        return None, "dgl is not installed (pip install '.[dgl]': dgl 2.1.0, CPU only)"
+    sys.modules.setdefault("dgl.graphbolt", _MissingGraphbolt("dgl.graphbolt"))
+    _shim_setuptools_extern()
+    try:
+        dgl = importlib.import_module("dgl")
+        importlib.import_module("dgl.ops")
+    except Exception as error:  # DGL's import can fail in many ways under a newer torch
+        return None, f"dgl does not import under this torch even with the shim: {type(error).__name__}: {error}"
+    return dgl, None
+
+
+def probe() -> tuple[bool, str]:
+    """Whether DGL imports here (through the shim), and its version or why not."""
+    dgl, reason = import_dgl()
+    if dgl is None:
+        return False, reason
+    return True, f"dgl {dgl.__version__} on torch {torch.__version__}"
+
+
+def _dgl():
+    dgl, reason = import_dgl()
+    if dgl is None:
+        raise RuntimeError(reason)
+    return dgl
+
+
+def _cpu_only(device: str) -> tuple[bool, str]:
+    if device != "cpu":
+        return False, f"dgl {import_dgl()[0].__version__} from PyPI is built for the CPU only"
+    return True, ""
+
+
+# ---------------------------------------------------------------- SpMM and SDDMM
+
+
+def _graph(A, source_rows: bool):
+    """A's non-zeros as a bipartite graph: ``row -> column`` edges, or ``column -> row``."""
+    dgl = _dgl()
+    m, n = A.shape
+    rows = torch.from_numpy(np.repeat(np.arange(m, dtype=np.int64), np.diff(A.indptr)))
+    cols = torch.from_numpy(A.indices.astype(np.int64))
+    if source_rows:
+        return dgl.heterograph({("row", "nz", "col"): (rows, cols)}, num_nodes_dict={"row": m, "col": n})
+    return dgl.heterograph({("col", "nz", "row"): (cols, rows)}, num_nodes_dict={"col": n, "row": m})
+
+
+def spmm_gspmm(A, B: np.ndarray):
+    """``A @ B`` as ``gspmm(g, "mul", "sum", B, A.data)`` on ``column -> row`` edges."""
+    A = canonical_csr(A, B.dtype)
+    if B.ndim != 2 or B.shape[0] != A.shape[1]:
+        raise ValueError(f"B must have shape ({A.shape[1]}, feat), got {B.shape}")
+    dgl = _dgl()
+    graph = _graph(A, source_rows=False)
+    B_t = torch.from_numpy(np.ascontiguousarray(B))
+    weights = torch.from_numpy(A.data)
+    return lambda: dgl.ops.gspmm(graph, "mul", "sum", B_t, weights)
+
+
+def sddmm_gsddmm(A, X: np.ndarray, Y: np.ndarray):
+    """``A.data * (X[i] . Y[j])`` as ``gsddmm(g, "dot", X, Y)`` then ``* A.data``, in A's CSR order."""
+    A = canonical_csr(A, X.dtype)
+    m, n = A.shape
+    if X.ndim != 2 or Y.ndim != 2 or len(X) != m or len(Y) != n or X.shape[1] != Y.shape[1]:
+        raise ValueError(f"X must be ({m}, k) and Y ({n}, k) with the same k, got {X.shape} and {Y.shape}")
+    dgl = _dgl()
+    graph = _graph(A, source_rows=True)
+    X_t = torch.from_numpy(np.ascontiguousarray(X))
+    Y_t = torch.from_numpy(np.ascontiguousarray(Y))
+    values = torch.from_numpy(A.data)
+    return lambda: dgl.ops.gsddmm(graph, "dot", X_t, Y_t).view(-1).mul_(values)
+
+
+# ---------------------------------------------------------------- GraphSAGE training
+
+
+class DglGraphSAGE(torch.nn.Module):
+    """``num_layers`` DGL ``SAGEConv`` (mean), relu and dropout between them."""
+
+    def __init__(self, in_channels: int, hidden: int, num_layers: int, out_channels: int, dropout: float):
+        super().__init__()
+        dgl = _dgl()
+        widths = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
+        self.convs = torch.nn.ModuleList(dgl.nn.SAGEConv(widths[i], widths[i + 1], "mean")
+                                         for i in range(num_layers))
+        self.dropout = dropout
+
+    def forward(self, x, structure):
+        last = len(self.convs) - 1
+        for i, conv in enumerate(self.convs):
+            if isinstance(structure, list):
+                block = structure[i]
+                x = conv(block, (x, x[:block.num_dst_nodes()]))
+            else:
+                x = conv(structure, x)
+            if i < last:
+                x = torch.nn.functional.dropout(x.relu(), p=self.dropout, training=self.training)
+        return x
+
+
+def dgl_state(state: dict) -> dict:
+    """PyG GraphSAGE state_dict keys -> DGL SAGEConv keys."""
+    names = {"lin_l.weight": "fc_neigh.weight", "lin_r.weight": "fc_self.weight", "lin_l.bias": "fc_self.bias"}
+    out = {}
+    for key, value in state.items():
+        prefix, _, name = key.partition(".")  # "convs", "<i>.lin_l.weight"
+        layer, _, param = name.partition(".")
+        if param not in names:
+            raise KeyError(f"no DGL SAGEConv parameter for {key!r}")
+        out[f"{prefix}.{layer}.{names[param]}"] = value
+    return out
+
+
+class DglSage:
+    """The DGL contender."""
+
+    name = "dgl"
+
+    def model(self, in_channels: int, hidden: int, num_layers: int, out_channels: int, dropout: float, state: dict):
+        model = DglGraphSAGE(in_channels, hidden, num_layers, out_channels, dropout)
+        model.load_state_dict(dgl_state(state))
+        return model
+
+    def full_graph(self, adj_t):
+        dgl = _dgl()
+        rows = np.repeat(np.arange(adj_t.shape[0], dtype=np.int64), np.diff(adj_t.indptr))
+        sources = torch.from_numpy(adj_t.indices.astype(np.int64))
+        return dgl.graph((sources, torch.from_numpy(rows)), num_nodes=adj_t.shape[0])
+
+    def blocks(self, blocks: list) -> list:
+        dgl = _dgl()
+        out = []
+        for indptr, indices, sources, targets in blocks:
+            rows = np.repeat(np.arange(targets, dtype=np.int64), np.diff(indptr))
+            out.append(dgl.create_block((torch.from_numpy(np.asarray(indices, dtype=np.int64)), torch.from_numpy(rows)),
+                                        num_src_nodes=sources, num_dst_nodes=targets))
+        return out
+
+    def forward(self, model, x, structure):
+        return model(x, structure)
+
+
+# ---------------------------------------------------------------- R-GCN inference
+
+
+def _relgraphconv_check(device: str) -> tuple[bool, str]:
+    ok, reason = _cpu_only(device)
+    if not ok:
+        return ok, reason
+    try:
+        from dgl.nn.pytorch import RelGraphConv  # noqa: F401, PLC0415 - optional library, imported on demand
+    except Exception as error:  # DGL's nn package can fail to import on its own under a newer torch
+        return False, f"dgl {import_dgl()[0].__version__}: dgl.nn.pytorch.RelGraphConv does not import: {error}"
+    return True, f"dgl {import_dgl()[0].__version__} RelGraphConv on torch {torch.__version__}"
+
+
+def relgraphconv(inputs, device: str = "cpu"):
+    """DGL ``RelGraphConv(regularizer=None, self_loop=True, bias=True)``: ``linear_r.W`` = weight,
+    ``loop_weight`` = root, ``h_bias`` = bias; the mean is the per-edge ``norm``; edges sorted by type."""
+    dgl = _dgl()
+    from dgl.nn.pytorch import RelGraphConv  # noqa: PLC0415 - optional library, imported through the shim
+
+    edges = RelationalEdges(inputs, device)
+    graph = dgl.graph((edges.src, edges.dst), num_nodes=edges.num_nodes)
+    norm = edges.norm[:, None]
+    modules = []
+    for weight, root, bias in layer_weights(inputs, device):
+        conv = RelGraphConv(weight.shape[1], weight.shape[2], edges.num_relations, regularizer=None, bias=True,
+                            activation=None, self_loop=True).to(device).eval()
+        with torch.no_grad():
+            conv.linear_r.W.copy_(weight)
+            conv.loop_weight.copy_(root)
+            conv.h_bias.copy_(bias)
+        modules.append(conv)
+    return two_layers([lambda h, conv=conv: conv(graph, h, edges.relation, norm, presorted=True) for conv in modules],
+                      features(inputs, device))
+
+
+VARIANTS = {
+    "spmm": {"dgl-gspmm": Variant(spmm_gspmm, devices=("cpu",), library_reference=True)},
+    "sddmm": {"dgl-gsddmm": Variant(sddmm_gsddmm, devices=("cpu",), library_reference=True)},
+    "sage": {"dgl": Variant(DglSage, devices=("cpu",), library_reference=True)},
+    "rgcn": {"dgl-relgraphconv": Variant(relgraphconv, library_reference=True, check=_relgraphconv_check)},
+}
