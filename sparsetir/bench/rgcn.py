@@ -223,9 +223,9 @@ def sparsetir_factory(inputs: RGCNInputs, *, format=None, target="llvm", tune_bu
 
     f_in, hidden, f_out = check_dims(inputs.dims)
     graph = inputs.graph
-    model = RGCN(int(graph.num_relations), f_in, hidden, f_out, bias=True, format=format, target=target).eval()
+    model = RGCN(f_in, hidden, f_out, int(graph.num_relations), bias=True, format=format, target=target).eval()
     with torch.no_grad():
-        for conv, layer in zip((model.conv1, model.conv2), inputs.layers):
+        for conv, layer in zip(model.convs, inputs.layers):
             conv.weight.copy_(torch.from_numpy(layer.weight))
             conv.root.copy_(torch.from_numpy(layer.root))
             conv.bias.copy_(torch.from_numpy(layer.bias))
@@ -245,7 +245,7 @@ def sparsetir_factory(inputs: RGCNInputs, *, format=None, target="llvm", tune_bu
 
     def run():
         with torch.no_grad():
-            return model(prepared, X)
+            return model(X, prepared)
 
     run()  # compiles each layer's kernel (cached per graph and feature sizes)
     kernels = list(prepared.kernels.values())

@@ -26,10 +26,11 @@ _TRIPLE = re.compile(r'^(<[^>]*>|_:\S+)\s+(<[^>]*>)\s+(<[^>]*>|_:\S+|"(?:[^"\\]|
 
 
 def read_ntriples_stream(stream: BinaryIO, where: str, *, max_nnz: int | None = None,
-                         max_bytes: int | None = None) -> RelationalGraph:
+                         max_bytes: int | None = None, with_terms: bool = False):
     """Parse N-Triples from a binary stream (gzip-compressed or plain).
 
-    Reading stops with :class:`~sparsetir.data.size_limits.DataTooLargeError` once the text
+    ``with_terms``: return ``(graph, terms)``, ``terms[k]`` the text of entity ``k`` (an IRI in
+    ``<...>``, a blank node ``_:x`` or a literal), sorted. Reading stops with :class:`~sparsetir.data.size_limits.DataTooLargeError` once the text
     passes ``max_bytes`` (decompressed) or the triples pass ``max_nnz``.
     """
     limits = size_limits(max_nnz, max_bytes)
@@ -64,13 +65,14 @@ def read_ntriples_stream(stream: BinaryIO, where: str, *, max_nnz: int | None = 
     terms, term_ids = np.unique(np.array(subjects + objects, dtype=object), return_inverse=True)
     relations, relation_ids = np.unique(np.array(predicates, dtype=object), return_inverse=True)
     count = len(subjects)
-    return RelationalGraph(
+    graph = RelationalGraph(
         num_entities=int(terms.size),
         relations=tuple(relations.tolist()),
         subjects=term_ids[:count].astype(np.int64),
         predicates=relation_ids.astype(np.int64),
         objects=term_ids[count:].astype(np.int64),
     )
+    return (graph, tuple(terms.tolist())) if with_terms else graph
 
 
 class _Prefixed(io.RawIOBase):
@@ -93,11 +95,12 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
-def read_ntriples(path: str | Path, *, max_nnz: int | None = None, max_bytes: int | None = None) -> RelationalGraph:
-    """Parse an ``.nt`` or ``.nt.gz`` file (size guards as in :func:`read_ntriples_stream`)."""
+def read_ntriples(path: str | Path, *, max_nnz: int | None = None, max_bytes: int | None = None,
+                  with_terms: bool = False):
+    """Parse an ``.nt`` or ``.nt.gz`` file (size guards and ``with_terms`` as in :func:`read_ntriples_stream`)."""
     path = Path(path)
     with path.open("rb") as stream:
-        return read_ntriples_stream(stream, str(path), max_nnz=max_nnz, max_bytes=max_bytes)
+        return read_ntriples_stream(stream, str(path), max_nnz=max_nnz, max_bytes=max_bytes, with_terms=with_terms)
 
 
 def read_ntriples_member(archive: str | Path, member: str, *, max_nnz: int | None = None,

@@ -6,8 +6,8 @@
   an ``EdgeIndex`` or an ``(indptr, indices)`` pair.
 - :class:`Adjacency` and :func:`as_adjacency`: the structure forms the layers accept.
 - :class:`NeighborSampler`: seeded, vectorised uniform neighbour sampling into per-layer blocks.
-- :class:`RGCN` and :class:`RGCNConv`: R-GCN inference (PyG ``RGCNConv(aggr="mean")``), each
-  layer one RGMS kernel over an :class:`RGCNGraph` (normalisation and root weight built in).
+- :class:`RGCNConv` and :class:`RGCN`: PyG's ``RGCNConv`` (arguments, semantics, state_dict),
+  trainable, on RGMS; :class:`RGCNGraph`, a relational structure prepared once.
 """
 
 from .adjacency import Adjacency, as_adjacency
@@ -15,5 +15,5 @@ from .rgcn import RGCN, RGCNConv, RGCNGraph
 from .sage import GraphSAGE, SAGEConv
 from .sampling import MiniBatch, NeighborSampler
 
-__all__ = ["Adjacency", "GraphSAGE", "MiniBatch", "NeighborSampler", "RGCN", "RGCNConv", "RGCNGraph", "SAGEConv",
-           "as_adjacency"]
+__all__ = ["Adjacency", "GraphSAGE", "MiniBatch", "NeighborSampler", "RGCN", "RGCNConv", "RGCNGraph",
+           "SAGEConv", "as_adjacency"]

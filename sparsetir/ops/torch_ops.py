@@ -85,6 +85,7 @@ class _Structure:
     canonical: tuple | None = None  # (canonical CSRMatrix, map or None) for SDDMM
     transposed: tuple | None = None  # (A^T as CSRMatrix, order: entry p of A^T is entry order[p] of A)
     permuted: tuple = ()  # the values last permuted into A^T's order: (ref, version, copy, permuted)
+    extras: dict = field(default_factory=dict)  # what other ops derive from this structure (torch_rgms.py)
 
     def same_objects(self, indptr: Tensor, indices: Tensor) -> bool:
         if not self.seen:

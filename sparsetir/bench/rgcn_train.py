@@ -1,0 +1,244 @@
+"""R-GCN entity-classification training: sparsetir's ``nn.RGCN`` against PyG and DGL, epoch time and accuracy.
+
+    python -m sparsetir.bench.rgcn_train --dataset aifb --dataset mutag [--samples 20] [--json out.json]
+
+The model is PyG's ``examples/rgcn.py`` (Schlichtkrull et al.'s entity classification): two
+R-GCN layers with basis decomposition (``bases``, 30) and mean aggregation, a featureless first
+layer (``in_channels`` = the number of nodes, ``x=None``) to ``hidden`` (16) features, a ReLU, a
+second layer to the classes; cross-entropy on the training entities, Adam (``lr`` 0.01, weight
+decay 5e-4; fused, for every contender). The tasks are ``sparsetir.data.load_entities`` (AIFB,
+MUTAG: every triple an edge and its inverse, so twice the predicates as relations).
+
+Every contender (``sparsetir``; the baselines of ``baselines/rgcn_train.py``: PyG ``RGCNConv``,
+``FastRGCNConv``, DGL) starts from one initial state_dict (``nn.RGCN``'s, PyG's keys). First each
+is trained for ``epochs`` epochs, interleaved, and scored on the test entities (``test_acc``);
+then one more epoch of each is timed ``samples`` times, interleaved round by round with a cache
+flush before every epoch (``bench.training.time_epochs``, through ``sparsetir.timing``).
+
+:func:`rgcn_training_contenders` builds the contenders and :func:`benchmark_rgcn_training` runs a
+dataset; the workflow's ``rgcn`` family can wrap them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rgcn import SYNTHETIC_PREFIX, parse_synthetic
+from .training import (
+    TRAINING_POLICY,
+    TrainSettings,
+    TrainTask,
+    prepare_runs,
+    time_epochs,
+    train_and_score,
+    training_record,
+)
+
+__all__ = ["BASELINES", "EXPERIMENT", "RGCNTrainSettings", "SparsetirRGCN", "benchmark_rgcn_training",
+           "entity_task", "main", "rgcn_training_contenders"]
+
+EXPERIMENT = "rgcn-train"
+SPARSETIR = "sparsetir"
+BASELINES = ("pyg-rgcnconv", "pyg-fastrgcnconv", "dgl-relgraphconv")
+BASELINES_MODULE = "baselines.rgcn_train"
+
+
+@dataclass(frozen=True)
+class RGCNTrainSettings(TrainSettings):
+    """PyG's example: 16 hidden features, 30 bases, Adam(lr 0.01, weight decay 5e-4), 50 epochs."""
+
+    hidden: int = 16
+    bases: int = 30
+
+
+class SparsetirRGCN:
+    """``sparsetir.nn.RGCN`` (the training contender); ``format``: the RGMS kernels' relational format."""
+
+    def __init__(self, name: str = SPARSETIR, format=None):
+        self.name, self.format = name, format
+
+    def available(self) -> tuple[bool, str]:
+        from ..version import __version__  # noqa: PLC0415 - with torch
+
+        return True, f"sparsetir {__version__}"
+
+    def model(self, dims: dict, state: dict):
+        from ..nn import RGCN  # noqa: PLC0415 - torch and the compiler load after the thread settings
+
+        model = RGCN(dims["nodes"], dims["hidden"], dims["classes"], dims["relations"], num_bases=dims["bases"],
+                     format=self.format)
+        model.load_state_dict(state)
+        return model
+
+    def structure(self, task):
+        from ..nn import RGCNGraph  # noqa: PLC0415 - after the thread settings
+
+        graph = task.graph
+        return RGCNGraph.from_edges(graph["edge_index"], graph["edge_type"], task.dims["relations"],
+                                    (graph["num_nodes"], graph["num_nodes"]))
+
+    def forward(self, model, structure, x):
+        return model(x, structure)
+
+
+def entity_task(name: str, settings: RGCNTrainSettings) -> TrainTask:
+    """The entity-classification task ``name`` as a :class:`~sparsetir.bench.training.TrainTask`:
+    ``sparsetir.data.load_entities(name)``, or for ``relational:<nodes>:<relations>:<edges>`` a seeded
+    random graph (each edge and its inverse) with four random classes (80 training, 20 test nodes)."""
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    from ..data.entities import load_entities  # noqa: PLC0415
+
+    task = _synthetic_task(name, settings.seed) if name.startswith(SYNTHETIC_PREFIX) else load_entities(name)
+    y = np.zeros(task.num_nodes, np.int64)
+    y[task.train_idx], y[task.test_idx] = task.train_y, task.test_y
+    dims = {"nodes": task.num_nodes, "hidden": settings.hidden, "classes": task.num_classes,
+            "relations": task.num_relations, "bases": settings.bases}
+    graph = {"edge_index": torch.from_numpy(np.array(task.edge_index)),
+             "edge_type": torch.from_numpy(np.array(task.edge_type)), "num_nodes": task.num_nodes}
+    return TrainTask(name, None, torch.from_numpy(y), torch.from_numpy(np.array(task.train_idx)),
+                     torch.from_numpy(np.array(task.test_idx)), dims, graph,
+                     f"{name}: {task.num_nodes:,} entities, {task.edge_index.shape[1]:,} edges, "
+                     f"{task.num_relations} relations, {task.num_classes} classes, {len(task.train_idx)} training / "
+                     f"{len(task.test_idx)} test entities")
+
+
+def _synthetic_task(name: str, seed: int):
+    from ..data.entities import EntityClassification  # noqa: PLC0415
+
+    nodes, relations, edges = parse_synthetic(name)
+    if nodes < 100:
+        raise ValueError(f"{name}: a synthetic task needs at least 100 nodes (80 training, 20 test)")
+    rng = np.random.default_rng(seed)
+    src, dst, rel = rng.integers(0, nodes, edges), rng.integers(0, nodes, edges), rng.integers(0, relations, edges)
+    labelled = rng.permutation(nodes)[:100]
+    labels = rng.integers(0, 4, 100)
+    return EntityClassification(name, nodes, 2 * relations, np.concatenate([np.stack([src, dst]), np.stack([dst, src])], 1),
+                                np.concatenate([2 * rel, 2 * rel + 1]), labelled[:80], labels[:80], labelled[80:],
+                                labels[80:], ("0", "1", "2", "3"))
+
+
+def rgcn_training_contenders(names=None, *, sparsetir_formats: dict | None = None) -> dict:
+    """``{name: contender}``: sparsetir's (``{name: format}``, default ``{"sparsetir": None}``) then the
+    baselines (``names``, default :data:`BASELINES`); a baseline module that does not import gives
+    the reason in its contender's place."""
+    contenders = {name: SparsetirRGCN(name, fmt) for name, fmt in (sparsetir_formats or {SPARSETIR: None}).items()}
+    try:
+        table = importlib.import_module(BASELINES_MODULE).RGCN_TRAIN_CONTENDERS
+    except Exception as error:  # a broken optional library must not stop the benchmark
+        table = {name: f"unavailable: {BASELINES_MODULE} does not import: {type(error).__name__}: {error}"
+                 for name in BASELINES}
+    for name in BASELINES if names is None else names:
+        if name not in table:
+            raise ValueError(f"unknown R-GCN training baseline {name!r}; known: {', '.join(BASELINES)}")
+        factory = table[name]
+        contenders[name] = factory if isinstance(factory, str) else factory()
+    return contenders
+
+
+def _initial_state(dims: dict, seed: int) -> dict:
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    from ..nn import RGCN  # noqa: PLC0415
+
+    torch.manual_seed(seed)
+    model = RGCN(dims["nodes"], dims["hidden"], dims["classes"], dims["relations"], num_bases=dims["bases"])
+    return {key: value.detach().clone() for key, value in model.state_dict().items()}
+
+
+def benchmark_rgcn_training(dataset: str, settings: RGCNTrainSettings = RGCNTrainSettings(), *, contenders=None,
+                            policy=TRAINING_POLICY, log=print) -> list[dict]:
+    """Train and time every contender on ``dataset``; one record per contender (``training_record``)."""
+    contenders = rgcn_training_contenders() if contenders is None else contenders
+    try:
+        task = entity_task(dataset, settings)
+    except (OSError, ValueError, KeyError) as error:
+        reason = f"unavailable: {type(error).__name__}: {error}"
+        log(f"{EXPERIMENT} {dataset}: {reason}")
+        return [training_record(experiment=EXPERIMENT, dataset=dataset, contender=name, run=None, stats=None,
+                                score=None, feat=settings.hidden, status="unavailable", reason=reason)
+                for name in contenders]
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    log(f"{EXPERIMENT} {task.description}; {torch.get_num_threads()} thread(s)")
+    state = _initial_state(task.dims, settings.seed)
+    scoring = prepare_runs(contenders, task, state, settings, log)
+    scores = train_and_score(scoring, settings.epochs, settings.seed, log)
+    timing = prepare_runs({name: run.contender for name, run in scoring.items() if run.status == "ok"}, task, state,
+                          settings, log)
+    stats = time_epochs(timing, policy)
+    records = []
+    for name in contenders:
+        run = timing.get(name) if name in stats else scoring[name]
+        status = "ok" if name in stats else (run.status if run.status != "ok" else "failed")
+        records.append(training_record(
+            experiment=EXPERIMENT, dataset=dataset, contender=name, run=run, stats=stats.get(name),
+            score=scores.get(name), feat=settings.hidden, status=status, reason=None if status == "ok" else run.reason,
+            policy=policy, extra={"epochs": settings.epochs, "dims": task.dims}))
+    return records
+
+
+def summary(records: list[dict]) -> str:
+    """One line per record: median ms per epoch, speed-up over the best baseline, accuracy."""
+    lines = []
+    by_dataset: dict = {}
+    for record in records:
+        by_dataset.setdefault(record["dataset"], []).append(record)
+    for dataset, group in by_dataset.items():
+        baselines = [r["stats"]["median"] for r in group if r["status"] == "ok" and r["contender"] in BASELINES]
+        best = min(baselines) if baselines else None
+        for r in group:
+            if r["status"] != "ok":
+                lines.append(f"  {dataset:<8} {r['contender']:<20} {r['reason']}")
+                continue
+            median = r["stats"]["median"]
+            ratio = f"{best / median:5.2f}x" if best else "   -  "
+            lines.append(f"  {dataset:<8} {r['contender']:<20} {median * 1e3:9.2f} ms/epoch (p20 "
+                         f"{r['stats']['p20'] * 1e3:.2f}, p80 {r['stats']['p80'] * 1e3:.2f})  {ratio} vs best "
+                         f"baseline  test acc {r['test_acc']:.4f}  first epoch {r['first_epoch_s']:.2f} s")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sparsetir.bench.rgcn_train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", action="append",
+                        help="aifb, mutag (default: both), or relational:<nodes>:<relations>:<edges> (random)")
+    parser.add_argument("--baseline", action="append", help=f"default: {', '.join(BASELINES)}")
+    parser.add_argument("--format", help="the RGMS kernels' relational format (default: compile_rgms's)")
+    parser.add_argument("--epochs", type=int, default=RGCNTrainSettings.epochs, help="epochs before the accuracy")
+    parser.add_argument("--samples", type=int, default=TRAINING_POLICY.samples, help="timed epochs per contender")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--json", help="write the records here")
+    args = parser.parse_args(argv)
+    from .threads import configure_threads  # noqa: PLC0415 - before torch and TVM load
+
+    for warning in configure_threads(args.threads):
+        print(warning, file=sys.stderr)
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    torch.set_num_threads(args.threads)
+    settings = RGCNTrainSettings(epochs=args.epochs, seed=args.seed)
+    policy = TRAINING_POLICY.replace(samples=args.samples, min_samples=min(args.samples, TRAINING_POLICY.min_samples))
+    records = []
+    for dataset in args.dataset or ["aifb", "mutag"]:
+        contenders = rgcn_training_contenders(args.baseline, sparsetir_formats={SPARSETIR: args.format})
+        found = benchmark_rgcn_training(dataset, settings, contenders=contenders, policy=policy,
+                                        log=lambda line: print(line, file=sys.stderr, flush=True))
+        print(summary(found), flush=True)
+        records += found
+    if args.json:
+        from .records import write_json_atomic  # noqa: PLC0415 - with the rest of the harness
+
+        write_json_atomic(args.json, records)
+    return 0 if all(r["status"] in ("ok", "unavailable") for r in records) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

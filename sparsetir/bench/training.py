@@ -1,0 +1,204 @@
+"""Full-graph training benchmarks: what the R-GCN (``rgcn_train.py``) and GAT (``gat.py``) entry points share.
+
+A *contender* is one library's way to train the task's model. It answers
+
+``available() -> (ok, reason)``
+    whether it can run here, and why not;
+``model(dims, state) -> torch.nn.Module``
+    the model with the shared initial weights ``state`` loaded (every contender starts alike);
+``structure(task) -> object``
+    the graph in the form the library takes, built once (its seconds are the setup column);
+``forward(model, structure, x) -> logits``
+    one forward pass over the whole graph (``x``: the task's node features, or None).
+
+:func:`prepare_runs` builds one :class:`TrainRun` per contender (model, Adam, structure);
+:func:`train_and_score` trains fresh runs for a number of epochs and reports the test accuracy;
+:func:`time_epochs` times one training epoch of each run (forward, loss on the training nodes,
+backward, optimiser step) interleaved, round by round, through ``sparsetir.timing``
+(``time_interleaved``: a cache flush before every epoch, every run the same number of samples).
+A contender that fails is recorded with the reason and the others go on.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ..timing import DEFAULT, Stats, TimingPolicy, time_interleaved
+
+__all__ = ["TRAINING_POLICY", "TrainRun", "TrainSettings", "TrainTask", "prepare_runs", "time_epochs",
+           "train_and_score", "training_record"]
+
+#: Timing of training epochs: a flush before each, a short warm-up (an epoch is long), 20 samples.
+TRAINING_POLICY = DEFAULT.replace(warmup_s=0.0, min_warmup=2, samples=20, min_samples=5)
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """What every contender shares: the optimiser (Adam, fused where torch has it), the epochs the
+    accuracy is measured after, and the seed of the initial weights and of each epoch's draws."""
+
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 50
+    seed: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 1:
+            raise ValueError(f"epochs must be a positive int, got {self.epochs!r}")
+
+
+@dataclass
+class TrainTask:
+    """A node-classification task: ``x`` (features, or None for featureless input), ``y`` (labels of
+    every node; only ``train_idx`` and ``test_idx`` are read), ``dims`` (what models are built
+    from) and whatever the contenders' ``structure`` reads (``graph``)."""
+
+    name: str
+    x: object
+    y: object
+    train_idx: object
+    test_idx: object
+    dims: dict
+    graph: dict
+    description: str = ""
+    labelled: bool = True
+
+
+@dataclass
+class TrainRun:
+    """One contender set up for training."""
+
+    name: str
+    contender: object
+    status: str = "ok"
+    reason: str | None = None
+    model: object = None
+    optimizer: object = None
+    structure: object = None
+    setup_s: float = 0.0
+    first_epoch_s: float | None = None
+    losses: list = field(default_factory=list)
+    task: TrainTask | None = None
+
+    def step(self) -> None:
+        """One training epoch on the whole graph."""
+        import torch.nn.functional as F  # noqa: PLC0415 - torch loads after the thread settings
+
+        task = self.task
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        logits = self.contender.forward(self.model, self.structure, task.x)
+        loss = F.cross_entropy(logits.index_select(0, task.train_idx), task.y.index_select(0, task.train_idx))
+        loss.backward()
+        self.optimizer.step()
+        self.losses.append(float(loss.detach()))
+
+    def accuracy(self) -> float:
+        """Accuracy on the test nodes (evaluation mode, no gradients)."""
+        import torch  # noqa: PLC0415 - torch loads after the thread settings
+
+        self.model.eval()
+        with torch.no_grad():
+            predicted = self.contender.forward(self.model, self.structure, self.task.x).argmax(dim=1)
+        test = self.task.test_idx
+        return float((predicted.index_select(0, test) == self.task.y.index_select(0, test)).float().mean())
+
+
+def prepare_runs(contenders: Mapping[str, object], task: TrainTask, state: dict, settings: TrainSettings,
+                 log: Callable[[str], None] = lambda line: None) -> dict[str, TrainRun]:
+    """A :class:`TrainRun` per contender: its model from ``state``, a fused Adam, its structure (timed)."""
+    import torch  # noqa: PLC0415 - torch loads after the thread settings
+
+    runs = {}
+    for name, contender in contenders.items():
+        run = TrainRun(name, contender, task=task)
+        runs[name] = run
+        if isinstance(contender, str):  # a reason: the contender could not be built
+            run.status, run.reason = "unavailable", contender
+            continue
+        ok, reason = contender.available()
+        if not ok:
+            run.status, run.reason = "unavailable", f"unavailable: {reason}"
+            continue
+        try:
+            started = time.perf_counter()
+            run.model = contender.model(task.dims, {k: v.clone() for k, v in state.items()})
+            run.structure = contender.structure(task)
+            run.setup_s = time.perf_counter() - started
+            run.optimizer = torch.optim.Adam(run.model.parameters(), lr=settings.lr,
+                                             weight_decay=settings.weight_decay, **_fused())
+        except Exception as error:  # one contender failing does not stop the others
+            run.status, run.reason = "failed", f"setup: {type(error).__name__}: {error}"
+            log(f"  {name}: {run.reason}")
+    return runs
+
+
+def _fused() -> dict:
+    """``fused=True`` where torch's Adam has a fused CPU kernel (the same optimiser for every contender)."""
+    import inspect  # noqa: PLC0415 - with torch
+
+    import torch  # noqa: PLC0415 - torch loads after the thread settings
+
+    return {"fused": True} if "fused" in inspect.signature(torch.optim.Adam).parameters else {}
+
+
+def train_and_score(runs: Mapping[str, TrainRun], epochs: int, seed: int,
+                    log: Callable[[str], None] = lambda line: None) -> dict[str, dict]:
+    """Train every ok run for ``epochs`` epochs (interleaved, each epoch's draws seeded alike), then its
+    test accuracy; returns ``{name: {"test_acc", "final_loss", "epoch_s", "first_epoch_s"}}``."""
+    import torch  # noqa: PLC0415 - torch loads after the thread settings
+
+    results = {name: {"epoch_s": []} for name, run in runs.items() if run.status == "ok"}
+    for epoch in range(epochs):
+        for name, run in runs.items():
+            if run.status != "ok":
+                continue
+            torch.manual_seed(seed * 100_003 + epoch)  # the same draws (dropout) for every contender
+            started = time.perf_counter()
+            try:
+                run.step()
+            except Exception as error:  # recorded; the others go on
+                run.status, run.reason = "failed", f"epoch {epoch}: {type(error).__name__}: {error}"
+                log(f"  {name}: {run.reason}")
+                results.pop(name, None)
+                continue
+            results[name]["epoch_s"].append(time.perf_counter() - started)
+        if epoch == 0:
+            log("  first epoch (compiles, set-up): " + ", ".join(
+                f"{name} {result['epoch_s'][0] * 1e3:.0f} ms" for name, result in results.items()))
+    for name, result in results.items():
+        run = runs[name]
+        run.first_epoch_s = result["epoch_s"][0]
+        result.update(first_epoch_s=run.first_epoch_s, final_loss=run.losses[-1], test_acc=run.accuracy())
+    return results
+
+
+def time_epochs(runs: Mapping[str, TrainRun], policy: TimingPolicy = TRAINING_POLICY) -> dict[str, Stats]:
+    """One training epoch of every ok run, timed interleaved (``sparsetir.timing.time_interleaved``)."""
+    steps = {name: run.step for name, run in runs.items() if run.status == "ok"}
+    if not steps:
+        return {}
+    return time_interleaved(steps, policy)
+
+
+def training_record(*, experiment: str, dataset: str, contender: str, run: TrainRun | None, stats: Stats | None,
+                    score: dict | None, feat: int, status: str, reason: str | None = None, extra: dict | None = None,
+                    policy: TimingPolicy = TRAINING_POLICY) -> dict:
+    """A record of the harness's schema (``bench.records``), plus the training fields: ``test_acc``,
+    ``final_loss``, ``first_epoch_s``, ``loadavg``."""
+    from .records import make_record, provenance  # noqa: PLC0415 - with the rest of the harness
+
+    info = {"loadavg": list(os.getloadavg()), "optimizer": "Adam" + (" (fused)" if _fused() else "")}
+    record = make_record(experiment=experiment, op=experiment, device="cpu", dataset=dataset, feat=feat,
+                         contender=contender, status=status, reason=reason,
+                         stats=stats.to_dict() if stats is not None else None,
+                         times={"setup_s": run.setup_s if run is not None and run.status == "ok" else None},
+                         provenance=provenance(device="cpu", flush=policy.flush, flush_bytes=policy.flush_bytes,
+                                               extra=info))
+    score = score or {}
+    record.update({"test_acc": score.get("test_acc"), "final_loss": score.get("final_loss"),
+                   "first_epoch_s": score.get("first_epoch_s"), **(extra or {})})
+    return record
