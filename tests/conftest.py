@@ -69,6 +69,47 @@ def mirror_path() -> Path:
     return path.resolve()
 
 
+EMBEDDED_DATA = REPO_ROOT / "data"
+
+
+def _real_mirror() -> Path | None:
+    """The mirror the registry sees (``$SPARSETIR_DATA_MIRROR``: set above to ``../shared/data`` where it exists)."""
+    value = os.environ.get(MIRROR_ENV, "").strip()
+    path = Path(value).expanduser() if value else None
+    return path.resolve() if path is not None and path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def real_file():
+    """``real_file(relpath)``: a real data file, the mirror's copy or else the embedded ``data/`` one (the
+    same bytes: both are checked against one sha256); skips, saying why, when neither has it."""
+    mirror = _real_mirror()  # as the session starts: a test may have pointed the registry elsewhere since
+
+    def find(relpath: str) -> Path:
+        for folder in ([mirror] if mirror else []) + [EMBEDDED_DATA]:
+            if (folder / relpath).is_file():
+                return folder / relpath
+        where = f"the mirror {mirror}" if mirror else f"a real-data mirror ({MIRROR_ENV} is unset or not a folder)"
+        pytest.skip(f"{relpath} is neither embedded in data/ nor in {where}")
+    return find
+
+
+@pytest.fixture
+def real_data(monkeypatch, real_file):
+    """The registry's real routes for one test: the embedded ``data/`` folder and the mirror where there is
+    one. ``real_data(name)`` skips the test unless every file of dataset ``name`` is on one of them."""
+    from sparsetir.data import EMBEDDED_ENV, entry
+
+    monkeypatch.delenv(EMBEDDED_ENV, raising=False)
+    clear_caches()
+
+    def need(name: str) -> None:
+        for file in entry(name).files:
+            real_file(file.relpath)
+    yield need
+    clear_caches()
+
+
 @pytest.fixture
 def use_mirror(monkeypatch, mirror_path) -> Path:
     """Point the registry at the real mirror for one test."""

@@ -45,21 +45,11 @@ def small_inputs():
 
 
 @pytest.fixture(scope="module")
-def aifb_inputs(mirror_path):
-    """AIFB from the mirror (skipped without one), dims 32 -> 32 -> 32 as in the paper."""
-    import os
+def aifb_inputs():
+    """AIFB (embedded in data/, and in the mirror), dims 32 -> 32 -> 32 as in the paper."""
+    from sparsetir.data import load_relational
 
-    from sparsetir.data import MIRROR_ENV, load_relational
-
-    previous = os.environ.get(MIRROR_ENV)
-    os.environ[MIRROR_ENV] = str(mirror_path)
-    try:
-        graph = read_relational_input(load_relational("aifb"))
-    finally:
-        if previous is None:
-            os.environ.pop(MIRROR_ENV, None)
-        else:
-            os.environ[MIRROR_ENV] = previous
+    graph = read_relational_input(load_relational("aifb"))
     inputs = rgcn_inputs(graph, (32, 32, 32), seed=0)
     return (inputs, *rgcn_reference(inputs))
 

@@ -31,25 +31,17 @@ def attention_tables():
     return module
 
 
-WEIGHT = "transformer/magnitude/0.98/attention_q"
+WEIGHT = "transformer/magnitude/0.98/ffn_conv1"  # embedded in data/ (and in the mirror)
 PRUNEDBERT = {"matrices": [WEIGHT], "tokens": 8, "formats": {"sparsetir-csr": "csr", "sparsetir-bsr-32": "bsr:32"}}
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory, request) -> Path:
-    """A CPU bundle: one SpMM candidate on cora, BSR and DBSR attention on a band, and (with the data
-    mirror) one PrunedBERT weight in CSR and BSR."""
+def bundle(tmp_path_factory) -> Path:
+    """A CPU bundle: one SpMM candidate on cora, BSR and DBSR attention on a band, and one PrunedBERT
+    weight (embedded: no mirror needed) in CSR and BSR."""
     out = tmp_path_factory.mktemp("attention-bundle") / "gpu-bundle"
-    try:
-        mirror = request.getfixturevalue("mirror_path")
-    except pytest.skip.Exception:
-        mirror = None
-    with pytest.MonkeyPatch.context() as patch:
-        if mirror is not None:
-            patch.setenv("SPARSETIR_DATA_MIRROR", str(mirror))
-        build_bundle(out, ["cora"], [8], target="llvm", limit=1, wheel=False, progress=False, timing=TINY,
-                     baselines=["scipy_sparse"],
-                     attention={**ATTENTION, **({"prunedbert": PRUNEDBERT} if mirror is not None else {})})
+    build_bundle(out, ["cora"], [8], target="llvm", limit=1, wheel=False, progress=False, timing=TINY,
+                 baselines=["scipy_sparse"], attention={**ATTENTION, "prunedbert": PRUNEDBERT})
     return out
 
 
@@ -103,8 +95,6 @@ def test_bad_attention_bundle_settings_are_clear_errors(tmp_path):
 @pytest.mark.slow  # the runner in its own process (shared with the test above)
 def test_prunedbert_weights_are_built_checked_and_timed_against_dense(bundle, ran, tmp_path):
     section = read_manifest(bundle)["attention"]
-    if "prunedbert" not in section:
-        pytest.skip("no real-data mirror: the bundle has no PrunedBERT weight")
     assert [c["case"] for c in section["prunedbert"]["cases"]] == [WEIGHT]
     records = read_records([ran / "records" / "attention" / "prunedbert.json"])
     found = {record["contender"]: record for record in records}

@@ -49,8 +49,8 @@ def is_symmetric(matrix):
     "name, nodes, nnz",
     [("cora", 2708, 10556), ("citeseer", 3327, 9228), ("pubmed", 19717, 88651)],
 )
-def test_planetoid_graphs(mirror_path, name, nodes, nnz):
-    graph = read_planetoid_graph(mirror_path / "planetoid" / f"ind.{name}.graph")
+def test_planetoid_graphs(real_file, name, nodes, nnz):
+    graph = read_planetoid_graph(real_file(f"planetoid/ind.{name}.graph"))
     assert graph.shape == (nodes, nodes) and graph.nnz == nnz
     assert_canonical(graph)
     assert_pattern(graph)
@@ -61,8 +61,8 @@ def test_planetoid_graphs(mirror_path, name, nodes, nnz):
     "name, nodes, nnz",
     [("cora", 2708, 5429), ("citeseer", 3312, 4715), ("cora_ml", 2995, 8416)],
 )
-def test_gnn_benchmark_npz(mirror_path, name, nodes, nnz):
-    graph = read_gnn_benchmark_npz(mirror_path / "gnn-benchmark-npz" / f"{name}.npz")
+def test_gnn_benchmark_npz(real_file, name, nodes, nnz):
+    graph = read_gnn_benchmark_npz(real_file(f"gnn-benchmark-npz/{name}.npz"))
     assert graph.shape == (nodes, nodes) and graph.nnz == nnz
     assert_canonical(graph)
     assert symmetrize(graph).nnz == {"cora": 10556, "citeseer": 9196, "cora_ml": 16316}[name]
@@ -77,17 +77,17 @@ def test_gnn_benchmark_npz(mirror_path, name, nodes, nnz):
         ("dblp", 17716, 105734, True),
     ],
 )
-def test_graphdata_npz(mirror_path, name, nodes, nnz, symmetric):
-    graph = read_graphdata_npz(mirror_path / "graphdata-npz" / f"{name}.npz")
+def test_graphdata_npz(real_file, name, nodes, nnz, symmetric):
+    graph = read_graphdata_npz(real_file(f"graphdata-npz/{name}.npz"))
     assert graph.shape == (nodes, nodes) and graph.nnz == nnz
     assert_canonical(graph)
     assert graph.dtype == np.float32
     assert is_symmetric(graph) == symmetric
 
 
-def test_graphdata_symmetrised_amazon_matches_published_edge_count(mirror_path):
+def test_graphdata_symmetrised_amazon_matches_published_edge_count(real_file):
     # Amazon Computers has 491,722 directed edges once symmetrised (as in PyG / Shchur et al.).
-    assert symmetrize(read_graphdata_npz(mirror_path / "graphdata-npz" / "amazon_cs.npz")).nnz == 491722
+    assert symmetrize(read_graphdata_npz(real_file("graphdata-npz/amazon_cs.npz"))).nnz == 491722
 
 
 @pytest.mark.parametrize(
@@ -100,16 +100,16 @@ def test_graphdata_symmetrised_amazon_matches_published_edge_count(mirror_path):
         ("snap-ca-CondMat/CA-CondMat_tab-sep.edgelist", 23133, 186936),
     ],
 )
-def test_snap_edge_lists(mirror_path, relpath, nodes, edges):
-    graph = read_edge_list(mirror_path / relpath)
+def test_snap_edge_lists(real_file, relpath, nodes, edges):
+    graph = read_edge_list(real_file(relpath))
     assert graph.shape == (nodes, nodes) and graph.nnz == edges
     assert_canonical(graph)
     assert_pattern(graph)
     assert np.all(np.diff(graph.indptr) + np.diff(graph.tocsc().indptr) > 0), "relabelling left an isolated id"
 
 
-def test_snap_without_relabelling_keeps_the_raw_ids(mirror_path):
-    graph = read_edge_list(mirror_path / "snap-wiki-Vote" / "wiki-Vote.txt", relabel=False)
+def test_snap_without_relabelling_keeps_the_raw_ids(real_file):
+    graph = read_edge_list(real_file("snap-wiki-Vote/wiki-Vote.txt"), relabel=False)
     assert graph.shape == (8298, 8298) and graph.nnz == 103689  # ids run 3..8297 with gaps
 
 
@@ -122,8 +122,8 @@ def test_snap_without_relabelling_keeps_the_raw_ids(mirror_path):
         ("jagmesh7", (1138, 1138), 7450, np.float32),
     ],
 )
-def test_matrix_market(mirror_path, name, shape, nnz, dtype):
-    matrix = read_matrix_market(mirror_path / "suitesparse-lagraph" / f"{name}.mtx")
+def test_matrix_market(real_file, name, shape, nnz, dtype):
+    matrix = read_matrix_market(real_file(f"suitesparse-lagraph/{name}.mtx"))
     assert matrix.shape == shape and matrix.nnz == nnz and matrix.dtype == dtype
     assert_canonical(matrix)
     if dtype == np.float32:
@@ -138,8 +138,8 @@ def test_matrix_market(mirror_path, name, shape, nnz, dtype):
         ("rn50/magnitude_pruning/0.9/initial_conv.smtx", (64, 147), 940),
     ],
 )
-def test_dlmc_smtx(mirror_path, relpath, shape, nnz):
-    matrix = read_smtx(mirror_path / "dlmc" / relpath)
+def test_dlmc_smtx(real_file, relpath, shape, nnz):
+    matrix = read_smtx(real_file("dlmc/" + relpath))
     assert matrix.shape == shape and matrix.nnz == nnz
     assert_canonical(matrix)
     assert_pattern(matrix)
@@ -160,8 +160,8 @@ def test_dlmc_smtx(mirror_path, relpath, shape, nnz):
         (read_edge_list, "snap-ego-facebook/facebook", None),  # None: cut a line after its first id
     ],
 )
-def test_truncated_files_give_value_errors(mirror_path, tmp_path, reader, relpath, keep):
-    data = (mirror_path / relpath).read_bytes()
+def test_truncated_files_give_value_errors(real_file, tmp_path, reader, relpath, keep):
+    data = real_file(relpath).read_bytes()
     if keep is None:
         keep = data.index(b" ", len(data) // 2)
     truncated = tmp_path / relpath.rsplit("/", 1)[1]

@@ -55,7 +55,8 @@ def test_metis_malformed(tmp_path, text, message):
 @pytest.mark.parametrize("name,entities,triples,relations", [
     ("aifb", 8285, 29043, 45), ("mutag", 23644, 74227, 23),
 ])
-def test_ntriples_on_the_real_rgcn_graphs(use_mirror, fresh_registry_cache, name, entities, triples, relations):
+def test_ntriples_on_the_real_rgcn_graphs(real_data, name, entities, triples, relations):
+    real_data(name)
     graph = data.load_relational(name)
     assert (graph.num_entities, graph.num_edges, len(graph.relations)) == (entities, triples, relations)
     merged = data.load(name)
@@ -99,7 +100,8 @@ def test_ntriples_member_of_a_tgz(tmp_path):
 
 
 @pytest.mark.parametrize("name,points", [("kitti-000000", 115384), ("kitti-000001", 120268)])
-def test_kitti_scans(use_mirror, fresh_registry_cache, name, points):
+def test_kitti_scans(real_data, name, points):
+    real_data(name)
     cloud = data.load(name)
     assert cloud.shape == (points, 4) and cloud.dtype == np.float32
     assert np.abs(cloud[:, :3]).max() < 200  # metres around the car

@@ -1,4 +1,4 @@
-"""The dataset registry: every entry loads from the mirror; damaged or missing files are refused."""
+"""The dataset registry: every entry loads (from the embedded data/ or the mirror); damaged or missing files are refused."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ DOWNLOAD_NAMES = [name for name in data.names() if data.entry(name).source == "d
 
 
 @pytest.mark.parametrize("name", MIRROR_NAMES)
-def test_every_dataset_loads_as_recorded(use_mirror, name):
+def test_every_dataset_loads_as_recorded(real_data, name):
+    real_data(name)  # embedded, or in the mirror: else skipped
     entry = data.entry(name)
     matrix = data.load(name)
     if entry.kind == "pointcloud":
@@ -112,7 +113,8 @@ def test_registry_digests_come_from_the_provenance_files(mirror_path):
                 assert str(file.size) in provenance, name
 
 
-def test_load_returns_independent_copies(use_mirror):
+def test_load_returns_independent_copies(real_data):
+    real_data("cora")
     first = data.load("cora")
     first.data[:] = 7
     first.indices[:] = 0
@@ -148,17 +150,17 @@ def test_missing_file_in_the_mirror(monkeypatch, tmp_path, isolated_data):
         data.load("cora")
 
 
-def _copy_into_mirror(mirror_path, tmp_path, relpath):
+def _copy_into_mirror(real_file, tmp_path, relpath):
     target = tmp_path / "mirror" / relpath
     target.parent.mkdir(parents=True)
-    shutil.copyfile(mirror_path / relpath, target)
+    shutil.copyfile(real_file(relpath), target)
     return tmp_path / "mirror", target
 
 
-def test_checksum_mismatch_is_refused(monkeypatch, mirror_path, tmp_path, isolated_data):
+def test_checksum_mismatch_is_refused(monkeypatch, real_file, tmp_path, isolated_data):
     entry = data.entry("cora")
     (file,) = entry.files
-    mirror, target = _copy_into_mirror(mirror_path, tmp_path, file.relpath)
+    mirror, target = _copy_into_mirror(real_file, tmp_path, file.relpath)
     monkeypatch.setenv(MIRROR_ENV, str(mirror))
     assert data.load("cora").nnz == entry.nnz  # the good copy loads
     corrupted = bytearray(target.read_bytes())
@@ -174,9 +176,9 @@ def test_checksum_mismatch_is_refused(monkeypatch, mirror_path, tmp_path, isolat
 
 
 @pytest.mark.parametrize("name", ["citeseer", "wiki-vote"])  # without / with a recorded size
-def test_truncated_file_is_refused(monkeypatch, mirror_path, tmp_path, isolated_data, name):
+def test_truncated_file_is_refused(monkeypatch, real_file, tmp_path, isolated_data, name):
     (file,) = data.entry(name).files
-    mirror, target = _copy_into_mirror(mirror_path, tmp_path, file.relpath)
+    mirror, target = _copy_into_mirror(real_file, tmp_path, file.relpath)
     target.write_bytes(target.read_bytes()[:-100])
     monkeypatch.setenv(MIRROR_ENV, str(mirror))
     with pytest.raises(ValueError, match=rf"{re.escape(str(target))}.*(checksum mismatch|truncated)"):

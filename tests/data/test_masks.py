@@ -71,12 +71,14 @@ def test_bad_arguments_are_refused(call, match):
         call()
 
 
-def test_dlmc_pruned_weights_from_the_mirror(use_mirror):
-    name = "transformer/magnitude/0.9/attention_q"
+@pytest.mark.parametrize("name,shape,nnz", [("transformer/magnitude/0.9/attention_q", (512, 512), 26214),  # mirror
+                                            ("transformer/magnitude/0.9/ffn_conv1", (2048, 512), 104857)])  # embedded
+def test_dlmc_pruned_weights(real_data, name, shape, nnz):
+    real_data("dlmc/" + name)
     pattern = masks.dlmc(name)
-    assert sp.issparse(pattern) and pattern.shape == (512, 512) and pattern.nnz == 26214
+    assert sp.issparse(pattern) and pattern.shape == shape and pattern.nnz == nnz
     assert masks.dlmc(f"dlmc/{name}").nnz == pattern.nnz
     blocks = masks.dlmc(name, block=32)
-    assert blocks.shape == (16, 16) and blocks.dtype == bool
-    dense = pattern.toarray().reshape(16, 32, 16, 32).any(axis=(1, 3))
+    assert blocks.shape == (shape[0] // 32, shape[1] // 32) and blocks.dtype == bool
+    dense = pattern.toarray().reshape(shape[0] // 32, 32, shape[1] // 32, 32).any(axis=(1, 3))
     np.testing.assert_array_equal(blocks, dense)
