@@ -27,6 +27,14 @@ when its input is wider than its output, as sparsetir's does. Weights come in Py
 R-GCN (``dgl-relgraphconv``): ``RelGraphConv`` (no regulariser, self-loop = root), edges sorted
 by type (``presorted``: ``segment_mm``), the mean as the per-edge ``norm`` it takes (see
 :mod:`baselines.torch_gather` for the model).
+
+R-GCN entity-classification training (family ``rgcn-train``, ``dgl-relgraphconv``): PyG's example
+model in DGL. The featureless first layer is DGL's message passing, each edge's message the row
+``W_r[source]`` of the combined basis weight times the mean's ``norm``, summed by ``update_all``
+(what ``RelGraphConv`` computes for one-hot input, without forming the ``(E, nodes)`` one-hot
+matrix), then ``RelGraphConv(regularizer="basis", self_loop=True)``, edges sorted by type; PyG's
+keys mapped (``linear_r.W = weight``, ``linear_r.coeff = comp``, ``loop_weight = root``,
+``h_bias = bias``).
 """
 
 from __future__ import annotations
@@ -256,9 +264,82 @@ def relgraphconv(inputs, device: str = "cpu"):
                       features(inputs, device))
 
 
+# ---------------------------------------------------------------- R-GCN entity-classification training
+
+
+class _TwoLayers(torch.nn.Module):
+    def __init__(self, convs):
+        super().__init__()
+        self.convs = torch.nn.ModuleList(convs)
+
+
+class _FeaturelessBasisLayer(torch.nn.Module):
+    """The featureless basis layer in DGL: messages ``W_r[source] * norm``, summed by ``update_all``."""
+
+    def __init__(self, nodes: int, out: int, relations: int, bases: int):
+        super().__init__()
+        self.nodes, self.out, self.relations, self.bases = nodes, out, relations, bases
+        self.weight = torch.nn.Parameter(torch.empty(bases, nodes, out))
+        self.comp = torch.nn.Parameter(torch.empty(relations, bases))
+        self.root = torch.nn.Parameter(torch.empty(nodes, out))
+        self.bias = torch.nn.Parameter(torch.empty(out))
+
+    def forward(self, graph, etype, norm, src):
+        import dgl.function as fn  # noqa: PLC0415 - optional library, through the shim
+
+        weight = (self.comp @ self.weight.reshape(self.bases, -1)).reshape(self.relations * self.nodes, self.out)
+        with graph.local_scope():
+            graph.edata["m"] = weight.index_select(0, etype * self.nodes + src) * norm
+            graph.update_all(fn.copy_e("m", "m"), fn.sum("m", "h"))
+            return graph.dstdata["h"] + self.root + self.bias
+
+
+class DglRGCNTraining:
+    """The entity-classification model in DGL (see the module docstring)."""
+
+    name = "dgl-relgraphconv"
+
+    def available(self) -> tuple[bool, str]:
+        return _relgraphconv_check("cpu")
+
+    def model(self, dims: dict, state: dict):
+        from dgl.nn.pytorch import RelGraphConv  # noqa: PLC0415 - optional library, through the shim
+
+        first = _FeaturelessBasisLayer(dims["nodes"], dims["hidden"], dims["relations"], dims["bases"])
+        second = RelGraphConv(dims["hidden"], dims["classes"], dims["relations"], regularizer="basis",
+                              num_bases=dims["bases"], self_loop=True, bias=True)
+        model = _TwoLayers([first, second])
+        names = {"weight": "linear_r.W", "comp": "linear_r.coeff", "root": "loop_weight", "bias": "h_bias"}
+        mapped = {}
+        for key, value in state.items():
+            _convs, layer, name = key.split(".")
+            mapped[f"convs.{layer}.{name if layer == '0' else names[name]}"] = value
+        model.load_state_dict(mapped)
+        return model
+
+    def structure(self, task):
+        dgl = _dgl()
+        edge_index, edge_type, num_nodes = (task.graph[k] for k in ("edge_index", "edge_type", "num_nodes"))
+        order = torch.argsort(edge_type, stable=True)  # presorted by type: RelGraphConv's segment_mm path
+        src, dst, etype = edge_index[0][order], edge_index[1][order], edge_type[order]
+        graph = dgl.graph((src, dst), num_nodes=num_nodes)
+        relations = int(edge_type.max()) + 1 if edge_type.numel() else 1
+        key = etype * num_nodes + dst  # the mean over each relation's edges into a node, repeats counted
+        degree = torch.bincount(key, minlength=relations * num_nodes)
+        norm = (1.0 / degree[key].to(torch.float32)).unsqueeze(1)
+        return graph, etype, norm, src
+
+    def forward(self, model, structure, x):
+        graph, etype, norm, src = structure
+        h = torch.relu(model.convs[0](graph, etype, norm, src))
+        return model.convs[1](graph, h, etype, norm, presorted=True)
+
+
 VARIANTS = {
     "spmm": {"dgl-gspmm": Variant(spmm_gspmm, devices=("cpu",), library_reference=True)},
     "sddmm": {"dgl-gsddmm": Variant(sddmm_gsddmm, devices=("cpu",), library_reference=True)},
     "sage": {"dgl": Variant(DglSage, devices=("cpu",), library_reference=True)},
     "rgcn": {"dgl-relgraphconv": Variant(relgraphconv, library_reference=True, check=_relgraphconv_check)},
+    "rgcn-train": {"dgl-relgraphconv": Variant(DglRGCNTraining, devices=("cpu",), library_reference=True,
+                                               check=_relgraphconv_check)},
 }

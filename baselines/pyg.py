@@ -26,6 +26,13 @@ R-GCN (family ``rgcn``): ``pyg-rgcnconv`` (``RGCNConv(aggr="mean")``: per relati
 transform) and ``pyg-fastrgcnconv`` (``FastRGCNConv(aggr="mean")``: per edge ``x_j W_r``, a batched
 matmul over gathered weights, then a mean), two layers with the inputs' weights copied in
 (see :mod:`baselines.torch_gather` for the model).
+
+R-GCN entity-classification training (family ``rgcn-train``, ``sparsetir.bench.rgcn_train``):
+PyG's ``examples/rgcn.py`` model, a featureless first layer (``conv(None, ...)``, ``in_channels`` =
+the nodes) and a second, both with basis decomposition and mean aggregation, in ``RGCNConv``
+(``pyg-rgcnconv``) or ``FastRGCNConv`` (``pyg-fastrgcnconv``); weights in ``sparsetir.nn.RGCN``'s
+keys (``convs.<i>.weight``, ``comp``, ``root``, ``bias``: PyG's names). A variant's factory returns
+the contender ``sparsetir.bench.training`` drives (``model``, ``structure``, ``forward``).
 """
 
 from __future__ import annotations
@@ -201,6 +208,40 @@ def fastrgcnconv(inputs, device: str = "cpu"):
     return _rgcn("FastRGCNConv", inputs, device)
 
 
+# ---------------------------------------------------------------- R-GCN entity-classification training
+
+
+class _TwoLayers(torch.nn.Module):
+    def __init__(self, convs):
+        super().__init__()
+        self.convs = torch.nn.ModuleList(convs)
+
+
+class PygRGCNTraining:
+    """PyG ``RGCNConv`` or ``FastRGCNConv`` (``cls_name``) in the entity-classification model."""
+
+    def __init__(self, cls_name: str):
+        self.cls_name, self.name = cls_name, "pyg-" + cls_name.lower()
+
+    def available(self) -> tuple[bool, str]:
+        return probe()
+
+    def model(self, dims: dict, state: dict):
+        cls = getattr(importlib.import_module("torch_geometric.nn"), self.cls_name)
+        model = _TwoLayers([cls(dims["nodes"], dims["hidden"], dims["relations"], num_bases=dims["bases"]),
+                            cls(dims["hidden"], dims["classes"], dims["relations"], num_bases=dims["bases"])])
+        model.load_state_dict(state)
+        return model
+
+    def structure(self, task):
+        return task.graph["edge_index"], task.graph["edge_type"]
+
+    def forward(self, model, structure, x):
+        edge_index, edge_type = structure
+        h = torch.relu(model.convs[0](None, edge_index, edge_type))
+        return model.convs[1](h, edge_index, edge_type)
+
+
 VARIANTS = {
     "spmm": {"pyg-edgeindex": Variant(spmm_edge_index, library_reference=True),
              "pyg-spmm": Variant(spmm_utils, library_reference=True)},
@@ -208,4 +249,8 @@ VARIANTS = {
              for structure in STRUCTURES},
     "rgcn": {"pyg-rgcnconv": Variant(rgcnconv, library_reference=True),
              "pyg-fastrgcnconv": Variant(fastrgcnconv, library_reference=True)},
+    "rgcn-train": {"pyg-rgcnconv": Variant(lambda: PygRGCNTraining("RGCNConv"), devices=("cpu",),
+                                           library_reference=True),
+                   "pyg-fastrgcnconv": Variant(lambda: PygRGCNTraining("FastRGCNConv"), devices=("cpu",),
+                                               library_reference=True)},
 }

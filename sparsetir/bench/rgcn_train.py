@@ -9,8 +9,8 @@ second layer to the classes; cross-entropy on the training entities, Adam (``lr`
 decay 5e-4; fused, for every contender). The tasks are ``sparsetir.data.load_entities`` (AIFB,
 MUTAG: every triple an edge and its inverse, so twice the predicates as relations).
 
-Every contender (``sparsetir``; the baselines of ``baselines/rgcn_train.py``: PyG ``RGCNConv``,
-``FastRGCNConv``, DGL) starts from one initial state_dict (``nn.RGCN``'s, PyG's keys). First each
+Every contender (``sparsetir``; the baselines the libraries declare for the family
+``rgcn-train``, ``baselines.variants("rgcn-train")``: PyG ``RGCNConv``, ``FastRGCNConv``, DGL) starts from one initial state_dict (``nn.RGCN``'s, PyG's keys). First each
 is trained for ``epochs`` epochs, interleaved, and scored on the test entities (``test_acc``);
 then one more epoch of each is timed ``samples`` times, interleaved round by round with a cache
 flush before every epoch (``bench.training.time_epochs``, through ``sparsetir.timing``).
@@ -22,7 +22,6 @@ dataset; the workflow's ``rgcn`` family can wrap them.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from dataclasses import dataclass
@@ -45,8 +44,8 @@ __all__ = ["BASELINES", "EXPERIMENT", "RGCNTrainSettings", "SparsetirRGCN", "ben
 
 EXPERIMENT = "rgcn-train"
 SPARSETIR = "sparsetir"
+#: The baselines the libraries declare for the family (``baselines.variants("rgcn-train")``), for the help text.
 BASELINES = ("pyg-rgcnconv", "pyg-fastrgcnconv", "dgl-relgraphconv")
-BASELINES_MODULE = "baselines.rgcn_train"
 
 
 @dataclass(frozen=True)
@@ -126,19 +125,15 @@ def _synthetic_task(name: str, seed: int):
 
 def rgcn_training_contenders(names=None, *, sparsetir_formats: dict | None = None) -> dict:
     """``{name: contender}``: sparsetir's (``{name: format}``, default ``{"sparsetir": None}``) then the
-    baselines (``names``, default :data:`BASELINES`); a baseline module that does not import gives
-    the reason in its contender's place."""
+    declared baselines (``names``: variant or library names, default every default one); a baseline
+    that cannot run here gives the reason in its contender's place."""
+    import baselines  # noqa: PLC0415 - the baselines load after the thread settings
+
     contenders = {name: SparsetirRGCN(name, fmt) for name, fmt in (sparsetir_formats or {SPARSETIR: None}).items()}
-    try:
-        table = importlib.import_module(BASELINES_MODULE).RGCN_TRAIN_CONTENDERS
-    except Exception as error:  # a broken optional library must not stop the benchmark
-        table = {name: f"unavailable: {BASELINES_MODULE} does not import: {type(error).__name__}: {error}"
-                 for name in BASELINES}
-    for name in BASELINES if names is None else names:
-        if name not in table:
-            raise ValueError(f"unknown R-GCN training baseline {name!r}; known: {', '.join(BASELINES)}")
-        factory = table[name]
-        contenders[name] = factory if isinstance(factory, str) else factory()
+    chosen = baselines.variants(EXPERIMENT, names if names is not None else baselines.default_names(EXPERIMENT))
+    for name, entry in chosen.items():
+        ok, reason = entry.available()
+        contenders[name] = entry.build() if ok else f"unavailable: {reason}"
     return contenders
 
 
@@ -191,7 +186,8 @@ def summary(records: list[dict]) -> str:
     for record in records:
         by_dataset.setdefault(record["dataset"], []).append(record)
     for dataset, group in by_dataset.items():
-        baselines = [r["stats"]["median"] for r in group if r["status"] == "ok" and r["contender"] in BASELINES]
+        baselines = [r["stats"]["median"] for r in group
+                     if r["status"] == "ok" and not r["contender"].startswith(SPARSETIR)]
         best = min(baselines) if baselines else None
         for r in group:
             if r["status"] != "ok":
