@@ -62,12 +62,15 @@ mutate: $(STAMP)
 # also gets "% bound", against the slowest of the DRAM, gather and flops models (sparsetir/bench/bounds.py).
 bench: $(STAMP)
 	mkdir -p results
+	$(PY) -m sparsetir.timing --json results/machine-quick.json
 	$(PY) -m sparsetir.bench.quick spmm --dataset all-benchmark $(foreach f,$(BENCH_FEATS),--feat $(f)) \
 		--tune $(BENCH_TUNE_S) --locality-bound --json results/quick-spmm.json
 
 # The default workflow (workflows/config/default.yaml) on CPU. A run that was killed resumes:
 # finished cases are kept, unfinished ones are redone (--rerun-incomplete after --unlock). It ends
 # with results/report.{md,html} and a one-screen summary (geomeans, what did not run, time per stage).
+# The workflow starts with the machine check (results/machine.json); `timing: {strict: true}` in the
+# config refuses a busy machine.
 reproduce: $(STAMP)
 	$(SNAKEMAKE) --unlock --cores 1 >/dev/null
 	$(SNAKEMAKE) --cores $(CORES) --rerun-incomplete --keep-going; status=$$?; \

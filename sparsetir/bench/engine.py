@@ -251,6 +251,17 @@ def format_rows(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def interference_line(rows: list[Row]) -> str:
+    """The case's rounds as the sentinel judged them (``Stats.interference``; the contenders share them)."""
+    account = next((row.stats.interference for row in rows if row.stats is not None and row.stats.interference), None)
+    if not account:
+        return "rounds: not judged"
+    reasons = ", ".join(f"{name} {count}" for name, count in account.get("reasons", {}).items() if count)
+    text = (f"rounds: {account['kept']} kept of {account['rounds']}; {account['flagged']} flagged"
+            + (f" ({reasons})" if reasons else "") + f", {account['repeated']} repeated")
+    return text + ("; CONTAMINATED: more flagged rounds than the repeat bound" if account["contaminated"] else "")
+
+
 def _ratio(value: float | None) -> str:
     if not value:
         return "-"

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from ..reference import get_reference, reference_names
 from ..runtime.loader import usable_cores
-from ..timing import DEFAULT, default_flush_bytes, environment_info
+from ..timing import DEFAULT, MachineBusyError, default_flush_bytes, environment_info, require_quiet_machine
 from . import fresh, precision
 from .bounds import case_bounds, measure_machine
 from .datasets import dataset_names, load_matrix
@@ -39,6 +39,7 @@ from .engine import (
     contender_rows,
     format_rows,
     geomean_line,
+    interference_line,
     locality_bound_row,
     measure_copy_bandwidth,
     record,
@@ -88,6 +89,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="skip measuring the machine (copy, gather and FMA rates, a few seconds) and the "
                              "'%% bound' column (sparsetir.bench.bounds)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse to time on a busy machine (the machine check names what is busy; exit status 3)")
     parser.add_argument("--json", help="write records (stats, environment, setup times) to this file")
     args = parser.parse_args(argv)
     args.feat = args.feat or [32, 64, 128, 256]
@@ -122,6 +125,16 @@ def tuned_contender(tune, op: str, A: sp.csr_matrix, feat: int, budget_s: float,
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        return _main(args, argv)
+    except MachineBusyError as error:
+        print(error, file=sys.stderr)
+        return 3
+
+
+def _main(args: argparse.Namespace, argv: list[str] | None) -> int:
+    if args.strict:
+        require_quiet_machine()
     for warning in configure_threads(args.threads):
         print(warning, file=sys.stderr)
     # torch, the compiler and the tuner load only now, after the thread settings they read once
@@ -139,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dataset registry unavailable: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
     timing = DEFAULT.replace(flush=not args.no_flush, samples=args.samples, max_time_s=args.max_time_s,
-                             seed=args.seed)
+                             seed=args.seed, strict=args.strict)
     if args.fresh_structures:
         if args.op != "spmm":
             print("--fresh-structures times spmm", file=sys.stderr)
@@ -197,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             if tuning:
                 print(f"tuning{' (database hit)' if tuning['from_database'] else ''}: {tuning['report']}")
             print(format_rows(rows))
+            print(interference_line(rows))
             all_rows.append(rows)
             records.extend({**record(dataset, A, feat, case, row), "bounds": bounds, "tuning": tuning}
                            for row in rows)

@@ -5,6 +5,8 @@ compiler, the tuner, the benchmark and the GPU bundle runner (runtime only) can 
 """
 
 from .environment import environment_info, package_versions
+from .interference import Sentinel, interference_report, merge_reports
+from .machine import MachineBusyError, busy_reasons, machine_snapshot, machine_state, require_quiet_machine
 from .policy import BUNDLE, DEFAULT, FINALISTS, TUNING, TimingPolicy
 from .timer import (
                     CUDA_FLUSH_BYTES,
@@ -20,6 +22,8 @@ from .timer import (
                     warmup_calls,
 )
 
-__all__ = ["BUNDLE", "CUDA_FLUSH_BYTES", "DEFAULT", "FINALISTS", "TUNING", "Stats", "TimingPolicy", "cpu_flush_buffer",
-           "default_flush_bytes", "environment_info", "flush_cpu_cache", "llc_bytes", "package_versions",
-           "sample_calls", "time_cpu", "time_cuda", "time_interleaved", "warmup_calls"]
+__all__ = ["BUNDLE", "CUDA_FLUSH_BYTES", "DEFAULT", "FINALISTS", "TUNING", "MachineBusyError", "Sentinel", "Stats",
+           "TimingPolicy", "busy_reasons", "cpu_flush_buffer", "default_flush_bytes", "environment_info",
+           "flush_cpu_cache", "interference_report", "llc_bytes", "machine_snapshot", "machine_state",
+           "merge_reports", "package_versions", "require_quiet_machine", "sample_calls", "time_cpu", "time_cuda",
+           "time_interleaved", "warmup_calls"]

@@ -1,4 +1,5 @@
-"""Provenance of a measurement: package versions, CPU, threads, spin settings, flush size."""
+"""Provenance of a measurement: package versions, CPU, threads, spin settings, flush size, and the
+machine's state when it was taken (``machine.machine_snapshot``: load, memory, cpufreq, threads)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..runtime.loader import usable_cores
+from .machine import machine_snapshot
 from .timer import default_flush_bytes, llc_bytes
 
 _VERSIONED_PACKAGES = {"numpy": "numpy", "scipy": "scipy", "torch": "torch", "tvm": "apache-tvm", "tvm_ffi": "apache-tvm-ffi"}
@@ -44,6 +46,7 @@ def environment_info(*, flush: bool = True, flush_bytes: int | None = None) -> d
         "flush": flush,
         "flush_bytes": (default_flush_bytes() if flush_bytes is None else int(flush_bytes)) if flush else 0,
         "timer": "time.perf_counter_ns",
+        "machine": machine_snapshot(),
     }
     torch = sys.modules.get("torch")
     if torch is not None:

@@ -2,8 +2,11 @@
 
 Every timed number goes through :mod:`sparsetir.timing.timer` with a :class:`TimingPolicy`:
 whether the cache is flushed before each sample, how long and how often to warm up, how many
-samples to take and how long sampling may last. The presets name the few policies in use, so
-a setting lives in one place:
+samples to take and how long sampling may last; how the interference sentinel judges a round
+(:mod:`sparsetir.timing.interference`) and how often a flagged round is repeated; whether a busy
+machine is refused outright (``strict``); and across how many fresh worker processes a case
+runner splits the samples (``processes``, :mod:`sparsetir.bench.workers`). The presets name the
+few policies in use, so a setting lives in one place:
 
 ==================  ====================================================================
 ``DEFAULT``         a benchmark measurement (100 samples, 25 ms / 10 calls of warm-up)
@@ -43,6 +46,33 @@ class TimingPolicy:
         The fewest samples ``max_time_s`` may leave.
     seed : int
         Seed of the random call order of interleaved timing.
+    sentinel : bool
+        Judge every round (:mod:`sparsetir.timing.interference`): the CPU time other processes
+        used and the steal time during it (``/proc/stat``), and a short calibration probe (a
+        memory-bound and a compute-bound loop) between rounds against the case's own baseline. A
+        flagged round is dropped for every contender and repeated.
+    other_cpu_limit : float
+        A round is flagged when other processes used more than this many cores during it
+        (0.25: a quarter of one core).
+    steal_limit : float
+        A round is flagged when the hypervisor stole more than this many cores during it.
+    probe_limit : float
+        A round is flagged when either probe loop took more than ``1 + probe_limit`` times its
+        baseline (the median of the probes taken before the first round), twice in a row. 1.0:
+        twice the baseline; on the 2-core development VM, idle, the probe after a 600 MiB flush
+        runs at 0.9-1.2x its baseline, with rare confirmed excursions to 1.9x.
+    max_repeat_fraction : float
+        The repeat bound: at most ``ceil(max_repeat_fraction * rounds)`` rounds are run to
+        replace flagged ones (0: flag, never repeat). When the flagged rounds outnumber it, the
+        case is marked contaminated.
+    strict : bool
+        Refuse to time (``MachineBusyError``, naming what is busy) when the machine check
+        (:mod:`sparsetir.timing.machine`) finds the machine busy before the first round.
+    processes : int
+        Fresh worker processes a case runner times each case in (:mod:`sparsetir.bench.workers`);
+        the samples, the minimum and the time cap are split between them (:meth:`for_process`).
+        ``time_interleaved`` itself always runs in the calling process; the workflow's configs
+        set 3.
     """
 
     flush: bool = True
@@ -53,10 +83,24 @@ class TimingPolicy:
     max_time_s: float | None = None
     min_samples: int = 10
     seed: int = 0
+    sentinel: bool = True
+    other_cpu_limit: float = 0.25
+    steal_limit: float = 0.1
+    probe_limit: float = 1.0
+    max_repeat_fraction: float = 0.5
+    strict: bool = False
+    processes: int = 1
 
     def __post_init__(self):
-        if not isinstance(self.flush, bool):
-            raise TypeError(f"flush must be True or False, got {self.flush!r}")
+        for name in ("flush", "sentinel", "strict"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name in ("other_cpu_limit", "steal_limit", "probe_limit", "max_repeat_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if isinstance(self.processes, bool) or not isinstance(self.processes, int) or self.processes < 1:
+            raise ValueError(f"processes must be an int >= 1, got {self.processes!r}")
         for name in ("min_warmup", "samples", "min_samples", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -90,8 +134,25 @@ class TimingPolicy:
         return dataclasses.asdict(self)
 
 
+    def for_process(self, index: int) -> TimingPolicy:
+        """The share of worker process ``index`` (0-based) of ``processes``: the samples, the
+        minimum and the time cap split between them (the first ones take a remainder), a seed
+        of its own, and ``processes=1``."""
+        count = self.processes
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+            raise ValueError(f"process index must lie in 0..{count - 1}, got {index!r}")
+
+        def share(total: int) -> int:
+            return max(1, total // count + (index < total % count))
+
+        return self.replace(samples=share(self.samples), min_samples=share(self.min_samples),
+                            max_time_s=None if self.max_time_s is None else self.max_time_s / count,
+                            seed=self.seed + index, processes=1)
+
+
 DEFAULT = TimingPolicy()
-TUNING = TimingPolicy(samples=15, max_time_s=1.0, min_samples=5, warmup_s=0.01, min_warmup=3)
+# The tuner's measurements run under a time budget: rounds are judged and flagged, never repeated.
+TUNING = TimingPolicy(samples=15, max_time_s=1.0, min_samples=5, warmup_s=0.01, min_warmup=3, max_repeat_fraction=0.0)
 FINALISTS = TimingPolicy(samples=40, max_time_s=2.0, min_samples=10, warmup_s=0.02, min_warmup=5)
 BUNDLE = {
     "cuda": TimingPolicy(samples=100, min_samples=100, max_time_s=1.0, warmup_s=0.025, min_warmup=10),

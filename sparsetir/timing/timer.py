@@ -5,7 +5,12 @@ CPU (``time_cpu``, ``time_interleaved``)
     each call starts from a cold cache, the way a kernel runs after other big kernels. The
     buffer is allocated once per process. Calls are timed with ``time.perf_counter_ns``.
     ``time_interleaved`` times several callables round by round, in a seeded random order per
-    round, so an A/B comparison sees the same machine state (frequency, other load).
+    round, so an A/B comparison sees the same machine state (frequency, other load). Its rounds
+    are judged by the interference sentinel (:mod:`sparsetir.timing.interference`): a round during
+    which other processes used the CPU, the hypervisor stole time or the calibration probe ran
+    slow is dropped for every contender and repeated, up to the policy's bound; every ``Stats``
+    carries the account (``interference``). With ``policy.strict`` a busy machine is refused
+    before the first call (:mod:`sparsetir.timing.machine`).
 
 GPU (``time_cuda``)
     A 256 MiB int8 buffer is ``zero_()``'d before every sample (H200 L2 is ~60 MB); every
@@ -15,7 +20,8 @@ Both paths take their settings from one :class:`~sparsetir.timing.policy.TimingP
 plan the same way (``warmup_calls``, ``sample_calls``): one cold call, a short probe to
 estimate the cost of a call, a warm-up of at least ``warmup_s`` seconds and ``min_warmup``
 calls, then ``samples`` timed calls, fewer only when ``max_time_s`` would be exceeded (never
-fewer than ``min_samples``).
+fewer than ``min_samples``). On the CPU the probe's calls are not flushed (the flush is timed
+once on its own), and the plan is revised after every block of rounds from their measured time.
 
     stats = time_interleaved({"ours": run_a, "theirs": run_b}, TUNING)   # a preset
     stats = time_cpu(run_a, samples=20)                                  # DEFAULT with a change
@@ -32,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .interference import Sentinel, interference_report
 from .policy import DEFAULT, TimingPolicy
 
 DEFAULT_LLC_BYTES = 32 << 20  # used when sysfs does not say (the flush is then 64 MiB)
@@ -45,7 +52,13 @@ _cpu_flush_buffers: dict[int, np.ndarray] = {}
 
 @dataclass(frozen=True)
 class Stats:
-    """Summary of timed samples (seconds). ``mean`` is what the SparseTIR paper reports."""
+    """Summary of timed samples (seconds). ``mean`` is what the SparseTIR paper reports.
+
+    ``interference`` is the sentinel's account of the measurement (``interference.interference_report``:
+    rounds run, kept, flagged and repeated, whether it is contaminated, and the trace); ``processes``,
+    when the samples come from several worker processes (``sparsetir.bench.workers``), holds each
+    one's ``{"n", "median", "p20", "p80"}`` in the order its samples appear in ``samples``.
+    """
 
     median: float
     p20: float
@@ -54,9 +67,12 @@ class Stats:
     min: float
     samples: list[float]
     n: int
+    interference: dict | None = None
+    processes: list[dict] | None = None
 
     @classmethod
-    def from_samples(cls, samples: Sequence[float]) -> Stats:
+    def from_samples(cls, samples: Sequence[float], *, interference: dict | None = None,
+                     processes: list[dict] | None = None) -> Stats:
         """Summarise ``samples`` (seconds); quantiles interpolate linearly, as numpy does."""
         values = np.asarray(samples, dtype=np.float64)
         if values.ndim != 1 or values.size == 0:
@@ -70,6 +86,8 @@ class Stats:
             min=float(values.min()),
             samples=[float(s) for s in values],
             n=int(values.size),
+            interference=interference,
+            processes=processes,
         )
 
     def to_dict(self) -> dict:
@@ -148,34 +166,91 @@ def time_interleaved(fns: Mapping[str, Callable[[], object]], policy: TimingPoli
     """Time several callables round by round; each round calls each once, in a random order.
 
     Before every timed call the cache is flushed (``policy.flush``). Every callable gets the
-    same number of samples. ``policy.max_time_s`` bounds the sampling phase as a whole (all
-    callables and flushes together), as estimated from the warm-up probe. ``changes`` are
-    fields of :class:`TimingPolicy` that override ``policy`` for this call.
+    same rounds: with ``policy.sentinel``, rounds are judged in blocks and a flagged block is
+    dropped for all of them and run again, at most ``ceil(policy.max_repeat_fraction * rounds)``
+    extra rounds; past that bound the measurement is *contaminated* (its statistics use the clean
+    rounds or, when fewer than half the planned ones are clean, the clean rounds and the earliest
+    flagged ones up to the planned count, and ``flagged_kept`` says so). Each ``Stats`` carries
+    the account in ``interference``. ``policy.max_time_s`` bounds the planned sampling as a whole
+    (all callables and flushes together), estimated from the warm-up probe, then from the rounds'
+    measured time. ``changes`` are fields of :class:`TimingPolicy` that override ``policy`` for
+    this call. ``policy.strict`` raises ``MachineBusyError`` on a busy machine before any call.
     """
     policy = policy.replace(**changes) if changes else policy
     if not fns:
         raise ValueError("time_interleaved needs at least one callable")
+    if policy.strict:
+        from .machine import require_quiet_machine  # noqa: PLC0415 - psutil, only when asked
+
+        require_quiet_machine(policy)
+    sentinel = Sentinel(policy) if policy.sentinel else None
+    if sentinel is not None:
+        sentinel.start()  # before the warm-up, so the first block's CPU window reaches back over it
     buffer = cpu_flush_buffer(policy.flush_bytes) if policy.flush else None
     flush_s = _probe_flush_seconds(buffer)
 
-    per_call_s = {name: _warm_up_cpu(fn, buffer, policy.warmup_s, policy.min_warmup) for name, fn in fns.items()}
+    per_call_s = {name: _warm_up_cpu(fn, policy.warmup_s, policy.min_warmup) for name, fn in fns.items()}
     per_round_s = sum(per_call_s.values()) + len(fns) * flush_s
-    rounds = sample_calls(per_round_s, policy.samples, policy.max_time_s, policy.min_samples)
+
+    def plan(round_s: float) -> tuple[int, int]:
+        rounds = sample_calls(round_s, policy.samples, policy.max_time_s, policy.min_samples)
+        return rounds, (math.ceil(policy.max_repeat_fraction * rounds) if sentinel is not None else 0)
+
+    planned, bound = plan(per_round_s)
+    block = sentinel.block_size(per_round_s) if sentinel is not None else planned
 
     order = list(fns)
     rng = random.Random(policy.seed)
-    timings: dict[str, list[float]] = {name: [] for name in fns}
+    kept: dict[str, list[float]] = {name: [] for name in fns}
+    blocks: list[tuple[bool, dict[str, list[float]]]] = []  # (flagged, timings), in the order they ran
+    kept_rounds = attempted = flagged = 0
+    sampling_ns = 0
     clock = time.perf_counter_ns
-    for _ in range(rounds):
-        rng.shuffle(order)
-        for name in order:
-            fn = fns[name]
-            if buffer is not None:
-                flush_cpu_cache(buffer)
-            start = clock()
-            fn()
-            timings[name].append((clock() - start) * 1e-9)
-    return {name: Stats.from_samples(timings[name]) for name in fns}
+    while kept_rounds < planned and attempted < planned + bound:
+        size = min(block, planned - kept_rounds, planned + bound - attempted)
+        timings: dict[str, list[float]] = {name: [] for name in fns}
+        began = clock()
+        for _ in range(size):
+            rng.shuffle(order)
+            for name in order:
+                fn = fns[name]
+                if buffer is not None:
+                    flush_cpu_cache(buffer)
+                start = clock()
+                fn()
+                timings[name].append((clock() - start) * 1e-9)
+        sampling_ns += clock() - began
+        attempted += size
+        verdict = sentinel.judge(size) if sentinel is not None else None
+        blocks.append((verdict is not None and verdict.flagged, timings))
+        if verdict is not None and verdict.flagged:
+            flagged += size
+        else:
+            for name in fns:
+                kept[name] += timings[name]
+            kept_rounds += size
+        planned, bound = plan(sampling_ns * 1e-9 / attempted)
+
+    contaminated = kept_rounds < planned
+    flagged_kept = contaminated and kept_rounds < math.ceil(planned / 2)
+    counts = dict(rounds=attempted, kept=kept_rounds, flagged=flagged, contaminated=contaminated,
+                  repeated=min(flagged, max(0, attempted - planned)), flagged_kept=flagged_kept)
+    report = sentinel.report(**counts) if sentinel is not None else interference_report(**counts)
+    chosen = _topped_up(blocks, fns, planned - kept_rounds) if flagged_kept else kept
+    return {name: Stats.from_samples(chosen[name], interference=report) for name in fns}
+
+
+def _topped_up(blocks, fns, room: int) -> dict[str, list[float]]:
+    """The clean rounds and the earliest ``room`` flagged ones, in the order they ran."""
+    chosen: dict[str, list[float]] = {name: [] for name in fns}
+    for flagged, timings in blocks:
+        take = len(next(iter(timings.values())))
+        if flagged:
+            take = min(take, room)
+            room -= take
+        for name in fns:
+            chosen[name] += timings[name][:take]
+    return chosen
 
 
 def _probe_flush_seconds(buffer: np.ndarray | None) -> float:
@@ -186,13 +261,16 @@ def _probe_flush_seconds(buffer: np.ndarray | None) -> float:
     return (time.perf_counter_ns() - start) * 1e-9
 
 
-def _warm_up_cpu(fn, buffer, warmup_s: float, min_warmup: int) -> float:
-    """One cold call, a flushed probe, then the warm-up; returns the probed seconds per call."""
+def _warm_up_cpu(fn, warmup_s: float, min_warmup: int) -> float:
+    """One cold call, a probe, then the warm-up; returns the probed seconds per call.
+
+    The probe's calls are not flushed: the flush is timed once on its own (``_probe_flush_seconds``),
+    a flush per probe call would cost more than the probe (a 2x LLC rewrite is 10-150 ms), and the
+    plan is revised from the rounds' measured time anyway.
+    """
     fn()
     probe_ns = 0
     for _ in range(PROBE_CALLS):
-        if buffer is not None:
-            flush_cpu_cache(buffer)
         start = time.perf_counter_ns()
         fn()
         probe_ns += time.perf_counter_ns() - start

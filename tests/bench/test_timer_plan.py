@@ -1,7 +1,9 @@
 """The timer's plan on a simulated clock: probes, warm-up, the time cap, samples in seconds, the LLC size.
 
 The CPU timer reads ``time.perf_counter_ns``; here that is a clock which only the kernel (2 ms a
-call) and the flush (1 ms) advance, so every count and every sample is known exactly.
+call) and the flush (1 ms) advance, so every count and every sample is known exactly. The
+interference sentinel is off (``sentinel=False``): it watches the real machine, and a round it
+flagged would be repeated.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def clock(monkeypatch) -> SimulatedClock:
 def test_the_probe_sets_the_warmup_and_the_time_cap_sets_the_samples(clock):
     """Probe: 2 ms a call, so a 21 ms warm-up is 11 calls; a round is 2 ms + a 1 ms flush, so 30.5 ms is 10."""
     stats = time_cpu(clock.kernel, samples=100, max_time_s=0.0305, min_samples=1, warmup_s=0.021, min_warmup=1,
-                     flush_bytes=1 << 12)
+                     flush_bytes=1 << 12, sentinel=False)
     assert stats.n == 10
     assert clock.calls == 1 + timer.PROBE_CALLS + 11 + 10
     assert stats.samples == pytest.approx([2e-3] * 10, rel=1e-12)
@@ -58,13 +60,13 @@ def test_the_probe_sets_the_warmup_and_the_time_cap_sets_the_samples(clock):
 def test_the_warmup_rounds_up_from_the_probe_measured_exactly(clock):
     """A warm-up a hair (0.1 ns) over ten 2 ms calls is eleven calls: the probe's total is the calls' time alone."""
     stats = time_cpu(clock.kernel, samples=1, max_time_s=None, min_samples=1, warmup_s=0.0200000001, min_warmup=1,
-                     flush_bytes=1 << 12)
+                     flush_bytes=1 << 12, sentinel=False)
     assert clock.calls == 1 + timer.PROBE_CALLS + 11 + stats.n
 
 
 def test_without_a_flush_a_round_costs_only_the_calls(clock):
     stats = time_cpu(clock.kernel, flush=False, samples=100, max_time_s=0.0305, min_samples=1, warmup_s=0,
-                     min_warmup=2)
+                     min_warmup=2, sentinel=False)
     assert stats.n == 15
     assert clock.calls == 1 + timer.PROBE_CALLS + 2 + 15
 
@@ -72,12 +74,12 @@ def test_without_a_flush_a_round_costs_only_the_calls(clock):
 def test_the_time_cap_covers_every_callable_and_its_flush(clock):
     """Two callables: a round is 2 x (2 ms + 1 ms flush), so 30.5 ms holds 5 rounds."""
     stats = time_interleaved({"a": clock.kernel, "b": clock.kernel}, samples=100, max_time_s=0.0305, min_samples=1,
-                             warmup_s=0, min_warmup=1, flush_bytes=1 << 12)
+                             warmup_s=0, min_warmup=1, flush_bytes=1 << 12, sentinel=False)
     assert stats["a"].n == stats["b"].n == 5
 
 
 def test_time_cpu_takes_the_policy_it_is_given(clock):
-    stats = time_cpu(clock.kernel, TimingPolicy(samples=3, warmup_s=0, min_warmup=1, flush=False))
+    stats = time_cpu(clock.kernel, TimingPolicy(samples=3, warmup_s=0, min_warmup=1, flush=False, sentinel=False))
     assert stats.n == 3
 
 

@@ -173,3 +173,10 @@ def test_the_run_names_what_it_cannot_get_at_the_start_and_every_one_at_the_end(
     assert "downloads are disabled" in lines[start + 1]
     for name in ("reddit [spmm, sddmm]", "bgs [rgcn]", "dblp [sage]"):
         assert name in lines[start + 1], lines[start + 1]
+
+
+def test_the_run_starts_with_the_machine_check_and_keeps_it(smoke_run):
+    workdir, _, log = smoke_run
+    check = json.loads((workdir / RESULTS / "machine.json").read_text())
+    assert {"load_average", "other_cpu_cores", "steal_cores", "memory", "cpufreq", "threads", "busy"} <= set(check)
+    assert "machine check (" in log and ("quiet:" in log or "busy:" in log)

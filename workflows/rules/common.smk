@@ -18,6 +18,10 @@ DATA_SURVEY = preflight(config)
 
 onstart:
     keep_data_survey(DATA_SURVEY, RESULTS, config["data"])
+    # the machine check before any timing (sparsetir.timing.machine): printed, kept as <results>/machine.json;
+    # with timing.strict a busy machine stops the run here, naming what is busy
+    shell(f"{sys.executable} -m sparsetir.timing --json {RESULTS}/machine.json"
+          + (" --strict" if config["timing"].get("strict") else ""))
 
 
 CONFIG_HASH = config_hash(config)
