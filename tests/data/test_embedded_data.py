@@ -12,6 +12,7 @@ import yaml
 from sparsetir import data
 from sparsetir.data import masks
 from sparsetir.data.checksum import file_sha256
+from sparsetir.data.entities import ENTITY_TASKS
 from sparsetir.data.node_classification import LABELLED_GRAPHS, load_node_classification
 from sparsetir.data.resolve import probe
 
@@ -31,6 +32,7 @@ def _embedded_files() -> list[Path]:
 def _registry_files() -> dict[str, data.DataFile]:
     files = {file.relpath: file for name in data.names() for file in data.entry(name).files}
     files.update({source.file.relpath: source.file for source in LABELLED_GRAPHS.values()})
+    files.update({split.relpath: split for splits in ENTITY_TASKS.values() for split in splits})
     return files
 
 
