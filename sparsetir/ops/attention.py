@@ -60,6 +60,7 @@ from ..runtime.validate import dtype_name
 from ..schedule import schedule_attention
 from ..schedule.attention import attention_settings
 from ..transform import widen_accumulation
+from .prepared import PREPARED, options_key
 from .registry import OpSpec, register_op
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -556,8 +557,12 @@ def sparse_attention(q, k, v, layout, *, block: int = 16, format="bsr", scale: f
         raise TypeError(f"q, k and v must share a dtype, got {dtype}, {dtype_name(k)} and {dtype_name(v)}")
     if dtype not in DTYPES:
         raise TypeError(f"sparse_attention runs in {', '.join(DTYPES)}, not {dtype}")
-    kernel = compile_sparse_attention(layout, int(q.shape[3]), block=block, format=format, dtype=dtype,
-                                      target=target, scale=scale, seq=(int(q.shape[2]), int(k.shape[2])), **knobs)
+    blocks = block_layout(layout)  # the structure, by content: a layout seen before reuses its kernel
+    seq = (int(q.shape[2]), int(k.shape[2]))
+    key = options_key("sparse_attention", int(q.shape[3]), block, format, dtype, target, scale, seq, knobs)
+    kernel = PREPARED.get(key, (blocks,), lambda: compile_sparse_attention(
+        blocks, int(q.shape[3]), block=block, format=format, dtype=dtype, target=target, scale=scale, seq=seq,
+        **knobs))
     return kernel(q, k, v, out=out)
 
 

@@ -37,6 +37,7 @@ from ..formats.relational import RelationalMatrix, read_relational_input
 from ..reference.conv import CONV_REFERENCE
 from ..runtime.marshal import is_torch
 from .operands import check_dense_operand
+from .prepared import PREPARED
 from .registry import OpSpec, check_feat, register_op
 from .rgms import compile_rgms, rgms_feature_args, rgms_function
 
@@ -151,7 +152,6 @@ class KernelMap:
     out_spatial_shape: np.ndarray
     build_s: float = 0.0
     _relational: RelationalMatrix | None = field(default=None, repr=False)
-    _kernels: dict = field(default_factory=dict, repr=False)
 
     @property
     def num_outputs(self) -> int:
@@ -501,7 +501,8 @@ def _check_kmap(kmap) -> KernelMap:
 
 
 def compile_sparse_conv3d(kmap, c_in: int, c_out: int, *, format=None, target="llvm", dtype=None, **knobs):
-    """The compiled convolution for one kernel map and channel counts (cached on ``kmap``).
+    """The compiled convolution for one kernel map and channel counts (reused for a map of the same
+    content: ``ops.prepared``).
 
     Parameters
     ----------
@@ -533,11 +534,9 @@ def compile_sparse_conv3d(kmap, c_in: int, c_out: int, *, format=None, target="l
         return _compile(read_relational_input(kmap), c_in, c_out, format, target, dtype, knobs)
     key = (c_in, c_out, repr(format), repr(normalize_target(target)), None if dtype is None else str(dtype),
            tuple(sorted((name, repr(value)) for name, value in knobs.items())))
-    kernel = kmap._kernels.get(key)
-    if kernel is None:
-        kernel = _compile(kmap.relational(), c_in, c_out, format, target, dtype, knobs)
-        kmap._kernels[key] = kernel
-    return kernel
+    structure = (kmap.indptr, kmap.in_idx, kmap.out_idx)  # by content: a map edited in place is prepared again
+    return PREPARED.get(("conv", kmap.num_inputs, kmap.num_outputs, *key), structure,
+                        lambda: _compile(kmap.relational(), c_in, c_out, format, target, dtype, knobs))
 
 
 def _compile(matrix: RelationalMatrix, c_in: int, c_out: int, format, target, dtype, knobs: dict):
@@ -575,7 +574,7 @@ def sparse_conv3d(features, kmap: KernelMap, weight, *, out=None, format=None, t
         Written in place and returned.
     format, target, **knobs
         As for :func:`compile_sparse_conv3d`; the kernel is compiled once per (map, channels,
-        dtype, format, knobs) and kept on ``kmap``.
+        dtype, format, knobs) and reused for any map of the same content (``ops.prepared``).
 
     Returns
     -------

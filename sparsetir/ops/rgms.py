@@ -43,6 +43,7 @@ from .operands import (
     resolve_dtype,
     target_and_device,
 )
+from .prepared import PREPARED, options_key
 from .registry import OpSpec, check_feat, get_op, register_op
 
 DATAFLOWS = ("edge", "aggregate", "transform")
@@ -281,8 +282,10 @@ def rgms(adj, X, W, *, format=None, target="llvm", out=None, **knobs):
     if W.shape[0] != matrix.num_relations or W.shape[1] != X.shape[1]:
         raise ValueError(f"W must be ({matrix.num_relations}, {X.shape[1]}, f_out) for {matrix.num_relations} "
                          f"relations and X's {X.shape[1]} columns, got {tuple(W.shape)}")
-    kernel = compile_rgms(matrix, int(X.shape[1]), int(W.shape[2]), format=format, target=target, dtype=dtype,
-                          **knobs)
+    key = options_key("rgms", matrix.shape, matrix.num_relations, int(X.shape[1]), int(W.shape[2]), dtype,
+                      np.dtype(matrix.values.dtype).str, format, target, knobs)
+    kernel = PREPARED.get(key, (matrix.indptr, matrix.indices, matrix.values), lambda: compile_rgms(
+        matrix, int(X.shape[1]), int(W.shape[2]), format=format, target=target, dtype=dtype, **knobs))
     return kernel(X, W, out=out)
 
 

@@ -23,6 +23,7 @@ from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
 from ..schedule.knobs import Knob, optional_boolean, register_knob
 from .operands import check_dense_operand, check_op_knobs, compose_format, csr_operand_axes, make_kernel, prepare_op
+from .prepared import PREPARED, options_key
 from .registry import OpSpec, register_op
 
 register_knob(Knob("sparse_fuse", ("cpu", "cuda"), None, (None, True), optional_boolean("sparse_fuse"),
@@ -108,9 +109,12 @@ def sddmm(A, X, Y, *, format="csr", target="llvm", **knobs):
         raise ValueError(f"A is {m}x{n}, so X needs {m} rows and Y {n} rows; got {X.shape[0]} and {Y.shape[0]}")
     if X.shape[1] != Y.shape[1]:
         raise ValueError(f"X and Y must have the same number of columns, got {X.shape[1]} and {Y.shape[1]}")
-    kernel = compile_sddmm(matrix, int(X.shape[1]), format=format, target=target, dtype=dtype, **knobs)
+    key = options_key("sddmm", matrix.shape, int(X.shape[1]), dtype, np.dtype(matrix.values.dtype).str, format,
+                      target, knobs)
+    kernel = PREPARED.get(key, (matrix.indptr, matrix.indices, matrix.values), lambda: compile_sddmm(
+        matrix, int(X.shape[1]), format=format, target=target, dtype=dtype, **knobs))
     values = kernel(X, Y)
-    structure = kernel.matrix
+    structure = matrix  # this call's (equal to the cached one's, which A's owner may since have edited)
     if is_torch(A) or is_torch(X):
         import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
 

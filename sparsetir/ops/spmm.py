@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+import scipy.sparse as sp
+
 from ..formats import read_sparse_input
 from ..formats.matrix import transpose
 from ..formats.structure import SourceAxes
@@ -16,6 +19,7 @@ from ..reference.spmm import SPMM_REFERENCE
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
 from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_op
+from .prepared import PREPARED, options_key
 from .registry import OpSpec, register_op
 
 
@@ -108,13 +112,18 @@ def spmm(A, B, *, format="csr", target="llvm", out=None, transpose_a: bool = Fal
     dtype = check_dense_operand(B, "B")
     if is_torch(B) and out is None:
         return SPMM.front_end("torch")(A, B, format=format, target=target, transpose_a=transpose_a, **knobs)
-    matrix = read_sparse_input(A)
-    inner = matrix.shape[0] if transpose_a else matrix.shape[1]
+    csr = A.tocsr() if sp.issparse(A) and A.ndim == 2 else read_sparse_input(A)
+    shape = tuple(int(s) for s in csr.shape)
+    inner = shape[0] if transpose_a else shape[1]
     if B.shape[0] != inner:
         op = "A^T @ B needs B with A's rows" if transpose_a else "A @ B needs B with A's columns"
-        raise ValueError(f"A is {matrix.shape[0]}x{matrix.shape[1]} but B has {B.shape[0]} rows ({op})")
-    kernel = compile_spmm(matrix, int(B.shape[1]), format=format, target=target, dtype=dtype,
-                          transpose_a=transpose_a, **knobs)
+        raise ValueError(f"A is {shape[0]}x{shape[1]} but B has {B.shape[0]} rows ({op})")
+    values = csr.data if sp.issparse(csr) else csr.values
+    key = options_key("spmm", shape, int(B.shape[1]), dtype, np.dtype(values.dtype).str, format, target,
+                      transpose_a, knobs)
+    kernel = PREPARED.get(key, (csr.indptr, csr.indices, values), lambda: compile_spmm(
+        read_sparse_input(csr), int(B.shape[1]), format=format, target=target, dtype=dtype, transpose_a=transpose_a,
+        **knobs))
     return kernel(B, out=out)
 
 
