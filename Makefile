@@ -82,9 +82,15 @@ smoke: $(STAMP)
 	$(SNAKEMAKE) --cores $(CORES) --configfile workflows/config/smoke.yaml --rerun-incomplete --keep-going; \
 		status=$$?; $(PY) -m sparsetir.bench.report.endrun results/smoke; exit $$status
 
-# A fresh run (results/) beside the committed reference run, case by case.
+# Two runs side by side, case by case (default: the committed reference run and results/; or
+# make compare RUN_A=<folder> RUN_B=<folder>): clean cases judged against RUN_A's intervals,
+# contaminated ones (the interference sentinel's) listed apart; the last line is
+# "agreement: N of M clean cases within the spread (K contaminated)".
+RUN_A ?= results/reference/cpu/workflow
+RUN_B ?= results
 compare: $(STAMP)
-	$(PY) -m sparsetir.bench.report.compare results/reference/cpu/workflow results -o results/compare.md
+	mkdir -p results
+	$(PY) -m sparsetir.bench.report.compare $(RUN_A) $(RUN_B) -o results/compare.md
 
 # Rebuild only the report (report.md, report.html) from existing results.
 report: $(STAMP)

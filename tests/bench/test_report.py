@@ -19,6 +19,7 @@ from sparsetir.bench.report.document import render, write_report
 from sparsetir.bench.report.endrun import screen, stage_of
 from sparsetir.bench.report.intervals import Interval, geomean_interval, ratio_interval
 from sparsetir.bench.report.summary import read_summary, summary_from_records, write_summary
+from sparsetir.timing.interference import interference_report
 
 
 def noisy(median, spread, n=30, seed=0):
@@ -83,25 +84,32 @@ def test_save_figure_writes_png_and_svg(tmp_path):
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG" and b"<svg" in (tmp_path / "f.svg").read_bytes()[:500]
 
 
-def record(contender, median, *, dataset="cora", feat=32, status="ok", reason=None, experiment="spmm", seed=0):
+def record(contender, median, *, dataset="cora", feat=32, status="ok", reason=None, experiment="spmm", seed=0,
+           interference=None):
     stats = None
     if status == "ok":
         samples = noisy(median, 0.05, n=20, seed=seed)
         stats = {"median": float(np.median(samples)), "p20": float(np.percentile(samples, 20)),
                  "p80": float(np.percentile(samples, 80)), "mean": float(np.mean(samples)),
-                 "min": float(np.min(samples)), "n": 20, "samples": samples}
+                 "min": float(np.min(samples)), "n": 20, "samples": samples, "interference": interference}
     return make_record(experiment=experiment, op=experiment, device="cpu", dataset=dataset, feat=feat,
                        contender=contender, status=status, reason=reason, stats=stats,
                        provenance={"cpu_model": "Test CPU", "usable_cpus": 2, "threads": 2, "flush": True,
                                    "timing": {"samples": 20, "min_samples": 5, "max_time_s": 1.0}})
 
 
-def make_results(folder, scale=1.0):
+CLEAN = interference_report(rounds=22, kept=20, flagged=2, repeated=2, trace={"t": []})
+DIRTY = interference_report(rounds=30, kept=10, flagged=20, repeated=10, contaminated=True, trace={"t": []})
+
+
+def make_results(folder, scale=1.0, contaminated=()):
+    """An spmm summary over cora, pubmed, dblp; the datasets in ``contaminated`` measured contaminated."""
     records = []
     for index, dataset in enumerate(("cora", "pubmed", "dblp")):
-        records += [record("sparsetir-csr", 1e-3 * scale, dataset=dataset, seed=index),
-                    record("scipy", 3e-3, dataset=dataset, seed=index + 10),
-                    record("torch-csr-i32", 2e-3, dataset=dataset, seed=index + 20)]
+        account = DIRTY if dataset in contaminated else CLEAN  # the contenders of a case share their rounds
+        records += [record("sparsetir-csr", 1e-3 * scale, dataset=dataset, seed=index, interference=account),
+                    record("scipy", 3e-3, dataset=dataset, seed=index + 10, interference=account),
+                    record("torch-csr-i32", 2e-3, dataset=dataset, seed=index + 20, interference=account)]
     records.append(record("cupy-cusparse", None, status="unavailable", reason="cupy is not installed"))
     records.append(record("*", None, dataset="reddit", status="unavailable",
                           reason="unavailable: reddit: no mirror, downloads are disabled"))
@@ -159,16 +167,46 @@ def test_compare_same_results_all_within_and_doctored_cases_flagged(tmp_path):
     make_results(reference)
     shutil.copytree(reference, fresh)
     same = compare(reference, fresh)
-    assert summary_line(same) == "all 3 cases within the spread"
+    assert summary_line(same) == "agreement: 3 of 3 clean cases within the spread (0 contaminated)"
     path = fresh / "spmm" / "summary.json"
     document = json.loads(path.read_text())
     document["cases"][1]["speedup"] *= 1.5  # doctored
     path.write_text(json.dumps(document))
     doctored = compare(reference, fresh)
     flagged = [row for row in doctored["rows"] if not row["within"]]
-    assert summary_line(doctored) == "2 of 3 cases within the spread"
+    assert summary_line(doctored) == "agreement: 2 of 3 clean cases within the spread (0 contaminated)"
     assert [row["case"] for row in flagged] == [document["cases"][1]["case"]]
     assert flagged[0]["ratio"] == pytest.approx(1.5)
+
+
+def test_summary_counts_the_sentinels_rounds_and_contaminated_cases(tmp_path):
+    summary = make_results(tmp_path, contaminated={"pubmed"})
+    assert summary["interference"] == {"rounds": 22 + 30 + 22, "flagged": 2 + 20 + 2, "repeated": 2 + 10 + 2,
+                                       "contaminated_cases": 1, "cases": 3, "judged": 3}
+    assert {row["case"] for row in summary["cases"] if row["contaminated"]} == {"pubmed F=32 (cpu)"}
+    document = json.loads((tmp_path / "spmm" / "summary.json").read_text())
+    document["interference"]["flagged"] = 1000  # more flagged rounds than rounds
+    (tmp_path / "spmm" / "summary.json").write_text(json.dumps(document))
+    with pytest.raises(ValueError, match="interference"):
+        read_summary(tmp_path / "spmm" / "summary.json")
+
+
+def test_compare_lists_contaminated_cases_apart_and_judges_only_clean_ones(tmp_path, capsys):
+    first, second = tmp_path / "a", tmp_path / "b"
+    make_results(first, contaminated={"dblp"})
+    make_results(second, scale=0.5, contaminated={"pubmed"})  # twice as fast: outside every interval
+    result = compare(first, second)
+    assert [row["case"] for row in result["rows"]] == ["cora F=32 (cpu)"]
+    assert {row["case"]: row["contaminated_in"] for row in result["contaminated"]} == {
+        "dblp F=32 (cpu)": ["first"], "pubmed F=32 (cpu)": ["second"]}
+    assert summary_line(result) == "agreement: 0 of 1 clean cases within the spread (2 contaminated)"
+    from sparsetir.bench.report.compare import main
+
+    assert main([str(first), str(second), "-o", str(tmp_path / "compare.md")]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().splitlines()[-1] == summary_line(result)
+    assert "Contaminated cases (2" in out and "second run, spmm: rounds: 50 clean, 24 flagged" in out
+    assert (tmp_path / "compare.md").read_text() == out
 
 
 def test_end_screen_lists_headlines_what_did_not_run_and_stages(tmp_path):

@@ -9,7 +9,14 @@ Every experiment's tables step writes one (:func:`write_summary`), with
 ``pending``   every row that could not run (unavailable, failed, wrong, not implemented), with
               its reason;
 ``tables``, ``figures``   paths relative to the experiment folder;
-``caption``   machine, threads, dtype, what 1× means, the timing method.
+``caption``   machine, threads, dtype, what 1× means, the timing method;
+``interference``   the interference sentinel's account over the experiment's timed cases
+              (``sparsetir.timing.interference``): ``{"rounds": R, "flagged": F, "repeated": P,
+              "contaminated_cases": C, "cases": N, "judged": J}``, rounds summed over every
+              measurement (the contenders of a case share their rounds), C of N cases whose
+              measurement had more flagged rounds than its repeat bound, J of N measured with the
+              sentinel on. Each case row carries ``contaminated`` and its own ``rounds`` /
+              ``flagged`` / ``repeated``.
 
 :func:`read_summary` validates a file before anything uses it (it may have been edited or cut
 short), raising ``ValueError`` naming the first problem.
@@ -49,11 +56,50 @@ def pending_row(case: str, contender: str, status: str, reason: str) -> dict:
     return {"case": case, "contender": contender, "status": status, "reason": reason or "(no reason recorded)"}
 
 
+INTERFERENCE_KEYS = ("rounds", "flagged", "repeated", "contaminated_cases", "cases", "judged")
+
+
+def case_interference(records) -> dict:
+    """One case's sentinel account from its timed records (``stats["interference"]``): the
+    distinct measurements among them (contenders timed together share one) summed, contaminated
+    when any of them was; ``judged`` when every one was measured with the sentinel on."""
+    accounts = {}
+    for record in records:
+        account = (record.get("stats") or {}).get("interference")
+        if isinstance(account, dict):
+            accounts[json.dumps(account, sort_keys=True, default=str)] = account
+    total = {key: sum(int(a.get(key) or 0) for a in accounts.values()) for key in ("rounds", "flagged", "repeated")}
+    return {**total, "contaminated": any(bool(a.get("contaminated")) for a in accounts.values()),
+            "judged": bool(accounts) and all(bool(a.get("judged")) for a in accounts.values())}
+
+
+def experiment_interference(per_case: list[dict]) -> dict:
+    """The experiment's ``interference`` entry from its cases' :func:`case_interference`."""
+    return {"rounds": sum(c["rounds"] for c in per_case), "flagged": sum(c["flagged"] for c in per_case),
+            "repeated": sum(c["repeated"] for c in per_case),
+            "contaminated_cases": sum(bool(c["contaminated"]) for c in per_case), "cases": len(per_case),
+            "judged": sum(bool(c["judged"]) for c in per_case)}
+
+
+def interference_text(interference: dict | None) -> str:
+    """The account in words, for tables and screens: rounds clean / flagged / repeated, contaminated cases."""
+    if not interference:
+        return "rounds: not recorded (made before the interference sentinel)"
+    rounds, flagged = interference["rounds"], interference["flagged"]
+    share = f" ({100 * flagged / rounds:.1f}%)" if rounds else ""
+    text = (f"rounds: {rounds - flagged} clean, {flagged} flagged{share}, {interference['repeated']} repeated; "
+            f"{interference['contaminated_cases']} of {interference['cases']} cases contaminated")
+    unjudged = interference["cases"] - interference["judged"]
+    return text + (f" ({unjudged} timed without the sentinel)" if unjudged > 0 else "")
+
+
 def make_summary(experiment: str, title: str, *, headline: list, cases: list, pending: list, tables: list,
-                 figures: list, caption: dict, stage_seconds: dict | None = None) -> dict:
+                 figures: list, caption: dict, stage_seconds: dict | None = None,
+                 interference: dict | None = None) -> dict:
     summary = {"schema": SCHEMA, "experiment": experiment, "title": title, "headline": headline, "cases": cases,
                "pending": pending, "tables": [str(t) for t in tables], "figures": [str(f) for f in figures],
-               "caption": caption, "stage_seconds": stage_seconds or {}}
+               "caption": caption, "stage_seconds": stage_seconds or {},
+               "interference": interference or experiment_interference([])}
     validate_summary(summary)
     return summary
 
@@ -78,6 +124,16 @@ def validate_summary(summary) -> None:
     for row in summary["pending"]:
         if not row.get("reason") or row.get("status") not in PENDING_STATUSES:
             raise ValueError(f"a pending row needs a status in {PENDING_STATUSES} and a reason: {row}")
+    if "interference" in summary:  # absent only in summaries written before the sentinel
+        interference = summary["interference"]
+        if not isinstance(interference, dict):
+            raise ValueError("summary field 'interference' must be a dict")
+        for key in INTERFERENCE_KEYS:
+            value = interference.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"interference.{key} must be an int >= 0, got {value!r}")
+        if interference["flagged"] > interference["rounds"] or interference["contaminated_cases"] > interference["cases"]:
+            raise ValueError(f"interference: more flagged rounds or contaminated cases than there are: {interference}")
 
 
 def write_summary(path: str | Path, summary: dict) -> Path:
@@ -147,13 +203,18 @@ def summary_from_records(records: list[dict], experiment: str, title: str, *, ju
     by_case: dict = {}
     for (key, contender), record in latest.items():
         by_case.setdefault(key, {})[contender] = record
-    pending, cases, per_contender = [], [], {}
+    pending, cases, per_contender, accounts = [], [], {}, []
     for key, contenders in by_case.items():
         label = case_label(key)
         for contender, record in contenders.items():
             if record.get("status") != "ok":
                 pending.append(pending_row(label, contender, record.get("status", "failed"), record.get("reason")))
         timed = {c: r for c, r in contenders.items() if r.get("status") == "ok" and (r.get("stats") or {}).get("samples")}
+        account = case_interference(timed.values())
+        if timed:
+            accounts.append(account)
+        judged_by = {"contaminated": account["contaminated"],
+                     **{k: account[k] for k in ("rounds", "flagged", "repeated")}}
         wanted = (reference or {}).get(key[0]) if isinstance(key, tuple) else None
         if wanted and wanted != "best":
             versus = wanted if wanted in timed else None
@@ -164,11 +225,11 @@ def summary_from_records(records: list[dict], experiment: str, title: str, *, ju
             if not str(contender).startswith(judged):
                 continue
             if versus is None:
-                cases.append(case_row(label, contender, "n/a", ratio_interval(None, None)))
+                cases.append(case_row(label, contender, "n/a", ratio_interval(None, None), **judged_by))
                 continue
             pair = (timed[versus]["stats"]["samples"], record["stats"]["samples"])
             interval = ratio_interval(*pair)
-            cases.append(case_row(label, contender, versus, interval))
+            cases.append(case_row(label, contender, versus, interval, **judged_by))
             per_contender.setdefault((contender, key[0]), []).append((pair, interval))
     headline = [headline_row(contender, _versus(reference, libraries, judged, device),
                              geomean_interval([pair for pair, _ in rows]),
@@ -177,7 +238,8 @@ def summary_from_records(records: list[dict], experiment: str, title: str, *, ju
     devices = sorted({str(device) for _, device in per_contender}) or [None]
     description = "; ".join(_versus(reference, libraries, judged, device) for device in devices)
     return make_summary(experiment, title, headline=headline, cases=cases, pending=pending, tables=list(tables),
-                        figures=list(figures), caption=caption_from_records(list(latest.values()), description))
+                        figures=list(figures), caption=caption_from_records(list(latest.values()), description),
+                        interference=experiment_interference(accounts))
 
 
 def _versus(reference: dict | None, libraries, judged: str, device) -> str:
