@@ -18,7 +18,7 @@ from sparsetir.bench.report.compare import compare, summary_line
 from sparsetir.bench.report.document import render, write_report
 from sparsetir.bench.report.endrun import screen, stage_of
 from sparsetir.bench.report.intervals import Interval, geomean_interval, ratio_interval
-from sparsetir.bench.report.summary import read_summary, summary_from_records, write_summary
+from sparsetir.bench.report.summary import read_summary, records_interference, summary_from_records, write_summary
 from sparsetir.timing.interference import interference_report
 
 
@@ -104,6 +104,15 @@ DIRTY = interference_report(rounds=30, kept=10, flagged=20, repeated=10, contami
 
 def make_results(folder, scale=1.0, contaminated=()):
     """An spmm summary over cora, pubmed, dblp; the datasets in ``contaminated`` measured contaminated."""
+    summary = summary_from_records(spmm_records(scale, contaminated), "spmm", "SpMM", reference={"cpu": "best"},
+                                   libraries=["scipy", "torch-csr-i32"], tables=["speedup.md"],
+                                   figures=["figures/speedup_bars.png"])
+    (folder / "spmm").mkdir(parents=True, exist_ok=True)
+    write_summary(folder / "spmm" / "summary.json", summary)
+    return summary
+
+
+def spmm_records(scale=1.0, contaminated=()):
     records = []
     for index, dataset in enumerate(("cora", "pubmed", "dblp")):
         account = DIRTY if dataset in contaminated else CLEAN  # the contenders of a case share their rounds
@@ -113,12 +122,7 @@ def make_results(folder, scale=1.0, contaminated=()):
     records.append(record("cupy-cusparse", None, status="unavailable", reason="cupy is not installed"))
     records.append(record("*", None, dataset="reddit", status="unavailable",
                           reason="unavailable: reddit: no mirror, downloads are disabled"))
-    summary = summary_from_records(records, "spmm", "SpMM", reference={"cpu": "best"},
-                                   libraries=["scipy", "torch-csr-i32"], tables=["speedup.md"],
-                                   figures=["figures/speedup_bars.png"])
-    (folder / "spmm").mkdir(parents=True, exist_ok=True)
-    write_summary(folder / "spmm" / "summary.json", summary)
-    return summary
+    return records
 
 
 def test_summary_headline_cases_and_pending(tmp_path):
@@ -184,11 +188,24 @@ def test_summary_counts_the_sentinels_rounds_and_contaminated_cases(tmp_path):
     assert summary["interference"] == {"rounds": 22 + 30 + 22, "flagged": 2 + 20 + 2, "repeated": 2 + 10 + 2,
                                        "contaminated_cases": 1, "cases": 3, "judged": 3}
     assert {row["case"] for row in summary["cases"] if row["contaminated"]} == {"pubmed F=32 (cpu)"}
+    assert records_interference(spmm_records(contaminated={"pubmed"})) == summary["interference"]  # speedup.md's
     document = json.loads((tmp_path / "spmm" / "summary.json").read_text())
     document["interference"]["flagged"] = 1000  # more flagged rounds than rounds
     (tmp_path / "spmm" / "summary.json").write_text(json.dumps(document))
     with pytest.raises(ValueError, match="interference"):
         read_summary(tmp_path / "spmm" / "summary.json")
+
+
+def test_report_states_rounds_and_contaminated_cases_in_the_headline_and_per_experiment(tmp_path):
+    make_results(tmp_path, contaminated={"dblp"})
+    markdown, page = render(tmp_path, [read_summary(tmp_path / "spmm" / "summary.json")])
+    top = markdown.split("## spmm", 1)[0]
+    assert "rounds: 50 clean, 24 flagged (32.4%), 14 repeated; 1 of 3 cases contaminated" in top
+    section = markdown.split("### Headline", 1)[1].split("### Per case", 1)[0]
+    assert "Interference: rounds: 50 clean, 24 flagged" in section
+    per_case = [line for line in markdown.split("### Per case", 1)[1].splitlines() if line.startswith("| dblp")]
+    assert per_case and all("20 / 30 CONTAMINATED" in line for line in per_case)
+    assert "1 of 3 cases contaminated" in page
 
 
 def test_compare_lists_contaminated_cases_apart_and_judges_only_clean_ones(tmp_path, capsys):
@@ -218,6 +235,7 @@ def test_end_screen_lists_headlines_what_did_not_run_and_stages(tmp_path):
     assert "sparsetir-csr" in text and "3 wins" in text
     assert "unavailable" in text and "cupy is not installed" in text
     assert "time 1:02" in text and "Report:" in text
+    assert "Interference: 9.1% of rounds flagged (rounds: 60 clean, 6 flagged (9.1%), 6 repeated; 0 of 3 cases" in text
     assert stage_of("prepare_dataset") == "data" and stage_of("rgcn_case") == "time"
     assert stage_of("speedup_figures") == "render" and stage_of("tune_case") == "tune"
 

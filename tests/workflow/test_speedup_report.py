@@ -29,6 +29,8 @@ from speedup_tables import (
 )
 from test_speedup_tables import SDDMM, SPMM, _missing, _row, _timed
 
+from sparsetir.bench.report.summary import interference_paragraph
+
 SPMM_RECORDS = [
     _timed("sparsetir-csr", 1e-3, 1.2e-3, min_bytes=4_000_000, copy=8e9),
     _timed("scipy", 3e-3, 3.3e-3, min_bytes=4_000_000, copy=8e9),
@@ -287,7 +289,9 @@ def test_write_tables_keeps_one_experiment_in_the_given_order(tmp_path):
     csv = pd.read_csv(paths["csv"])
     assert list(csv.columns) == [c for c in frame.columns if c != "samples_s"]  # the samples stay in the records
     assert len(csv) == len(frame) == len(SPMM_RECORDS)
-    assert paths["md"].read_text() == SPMM_REPORT
+    assert paths["md"].read_text() == SPMM_REPORT + interference_paragraph(records)
+    assert paths["md"].read_text().endswith("rounds: 0 run, none judged (4 cases timed without the sentinel, or "
+                                            "recorded before it).\n")
     assert paths["tex"].read_text() == latex_table(frame, ["reddit", "cora"])
     assert paths["tex"].read_text().index("reddit") < paths["tex"].read_text().index("cora")
 

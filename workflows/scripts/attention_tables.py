@@ -210,10 +210,11 @@ def write_tables(records: list[dict], csv: Path, md: Path, tex: Path, reference:
                  prunedbert_reference: str | None = None) -> pd.DataFrame:
     """Aggregate ``records`` and write the three tables atomically; return the long frame."""
     from sparsetir.bench.records import write_text_atomic
+    from sparsetir.bench.report.summary import interference_paragraph
 
     frame = attention_frame(records, reference, prunedbert_reference)
     write_text_atomic(csv, frame.to_csv(index=False))
-    write_text_atomic(md, markdown_report(frame))
+    write_text_atomic(md, markdown_report(frame) + interference_paragraph(records))
     write_text_atomic(tex, latex_table(frame))
     return frame
 

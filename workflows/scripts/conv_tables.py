@@ -166,7 +166,8 @@ def not_run(frame: pd.DataFrame) -> pd.DataFrame:
         subset=["contender", "status", "reason"])
 
 
-def write_tables(frame: pd.DataFrame, csv: Path, md: Path, tex: Path) -> None:
+def write_tables(frame: pd.DataFrame, csv: Path, md: Path, tex: Path, interference: str = "") -> None:
+    """The three tables; ``interference``: the paragraph ``speedup.md`` ends with (``interference_paragraph``)."""
     from sparsetir.bench.records import write_bytes_atomic
 
     write_bytes_atomic(csv, frame.to_csv(index=False).encode())
@@ -194,15 +195,17 @@ def write_tables(frame: pd.DataFrame, csv: Path, md: Path, tex: Path) -> None:
     missing = not_run(frame)
     if not missing.empty:
         parts += ["## Not run", "", missing.to_markdown(index=False), ""]
-    write_bytes_atomic(md, "\n".join(parts).encode())
+    write_bytes_atomic(md, ("\n".join(parts) + interference).encode())
     write_bytes_atomic(tex, (layers if not layers.empty else network).to_latex(index=False).encode())
 
 
 def main(records: list[Path], csv: Path, md: Path, tex: Path) -> pd.DataFrame:
     from sparsetir.bench.records import read_records
+    from sparsetir.bench.report.summary import interference_paragraph
 
-    frame = conv_frame(read_records(records))
-    write_tables(frame, csv, md, tex)
+    records = read_records(records)
+    frame = conv_frame(records)
+    write_tables(frame, csv, md, tex, interference_paragraph(records))
     return frame
 
 

@@ -252,10 +252,11 @@ def latex_table(frame: pd.DataFrame, dataset_order: Sequence[str] = ()) -> str:
 def write_tables(records: list[dict], csv: Path, md: Path, tex: Path, dataset_order: Sequence[str] = ()) -> pd.DataFrame:
     """Aggregate ``records`` and write the three tables atomically; return the long frame."""
     from sparsetir.bench.records import write_text_atomic
+    from sparsetir.bench.report.summary import interference_paragraph
 
     frame = rgcn_frame(records)
     write_text_atomic(csv, frame.to_csv(index=False))
-    write_text_atomic(md, markdown_report(frame, dataset_order))
+    write_text_atomic(md, markdown_report(frame, dataset_order) + interference_paragraph(records))
     write_text_atomic(tex, latex_table(frame, dataset_order))
     return frame
 

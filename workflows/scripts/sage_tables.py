@@ -193,10 +193,11 @@ def latex(table: pd.DataFrame) -> str:
 
 def write_tables(records: list[dict], targets: dict, csv: Path, md: Path, tex: Path) -> pd.DataFrame:
     from sparsetir.bench.records import write_text_atomic
+    from sparsetir.bench.report.summary import interference_paragraph
 
     table = summary_frame(records)
     write_text_atomic(csv, table.to_csv(index=False))
-    write_text_atomic(md, markdown(table, targets))
+    write_text_atomic(md, markdown(table, targets) + interference_paragraph(records))
     write_text_atomic(tex, latex(table))
     return table
 

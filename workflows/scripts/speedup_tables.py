@@ -290,10 +290,11 @@ def write_tables(records: list[dict], settings: dict, experiment: str, csv: Path
                  dataset_order: Sequence[str] = ()) -> pd.DataFrame:
     """Aggregate ``records`` and write the three tables atomically; return the long frame."""
     from sparsetir.bench.records import write_text_atomic
+    from sparsetir.bench.report.summary import interference_paragraph
 
     frame = speedup_frame(records, settings, experiment)
     write_text_atomic(csv, frame.drop(columns=["samples_s"]).to_csv(index=False))
-    write_text_atomic(md, markdown_report(frame, settings, experiment, dataset_order))
+    write_text_atomic(md, markdown_report(frame, settings, experiment, dataset_order) + interference_paragraph(records))
     write_text_atomic(tex, latex_table(frame, dataset_order))
     return frame
 

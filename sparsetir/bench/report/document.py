@@ -1,7 +1,10 @@
 """The report: ``report.md`` and ``report.html`` from every experiment's ``summary.json``.
 
-For each experiment (op or family): the headline table (geometric mean with its interval over
-the baseline it is judged against, wins / ties / losses), the per-case table, its figures with
+At the top, the interference sentinel's account over every experiment (rounds clean, flagged,
+repeated; contaminated cases). For each experiment (op or family): the headline table (geometric
+mean with its interval over the baseline it is judged against, wins / ties / losses) with the
+experiment's own account under it, the per-case table (with each case's flagged and run rounds,
+CONTAMINATED where the flagged rounds passed the repeat bound), its figures with
 a caption (machine, threads, dtype, what 1× means, the timing method) and links to its full
 tables. Then a **Pending** section, every row that could not run and why (no GPU, a dataset no
 route provides, a baseline that is not installable, an experiment not implemented), and the
@@ -24,7 +27,7 @@ import sys
 from pathlib import Path
 
 from ..records import write_text_atomic
-from .summary import read_summary
+from .summary import interference_text, read_summary, total_interference
 
 CPU_FLAGS_OF_INTEREST = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
                          "avx512_fp16", "amx_tile")
@@ -45,13 +48,19 @@ def headline_rows(summary: dict) -> list[list[str]]:
 
 
 HEADLINE_COLUMNS = ["contender", "device", "versus", "geomean speedup (90% interval)", "wins / ties / losses", "cases"]
-CASE_COLUMNS = ["case", "contender", "versus", "speedup (90% interval)", "verdict"]
+CASE_COLUMNS = ["case", "contender", "versus", "speedup (90% interval)", "verdict", "rounds flagged / run"]
 PENDING_COLUMNS = ["experiment", "case", "contender", "status", "reason"]
+
+
+def _rounds_text(row: dict) -> str:
+    if "rounds" not in row:
+        return "not recorded"
+    return f"{row['flagged']} / {row['rounds']}" + (" CONTAMINATED" if row.get("contaminated") else "")
 
 
 def case_rows(summary: dict) -> list[list[str]]:
     return [[row["case"], row["contender"], row["versus"], _interval_text(row["speedup"], row["low"], row["high"]),
-             row["verdict"]] for row in summary["cases"]]
+             row["verdict"], _rounds_text(row)] for row in summary["cases"]]
 
 
 def pending_rows(summaries: list[dict], *, gpu_records: bool) -> list[list[str]]:
@@ -135,19 +144,22 @@ def _record_provenance(summaries: list[dict]) -> dict:
 def render(results: Path, summaries: list[dict], *, config_hash: str | None = None,
            gpu_records: bool = False) -> tuple[str, str]:
     """``(markdown, html)`` of the report over ``summaries`` (paths relative to ``results``)."""
+    sentinel = ("Interference over every experiment (the sentinel judges every round; a flagged round is dropped "
+                f"for all contenders and repeated): {interference_text(total_interference(summaries))}.")
     md = ["# sparsetir results", "",
           "Speedups are ratios of median times with a 90% bootstrap interval over the interleaved rounds; a case "
-          "whose interval straddles 1 is a tie, not a win.", ""]
+          "whose interval straddles 1 is a tie, not a win.", "", sentinel, ""]
     body = ["<h1>sparsetir results</h1>",
             "<p>Speedups are ratios of median times with a 90% bootstrap interval over the interleaved rounds; a "
-            "case whose interval straddles 1 is a tie, not a win.</p>"]
+            "case whose interval straddles 1 is a tie, not a win.</p>", f"<p>{html.escape(sentinel)}</p>"]
     for summary in summaries:
         name = summary["experiment"]
+        rounds = f"Interference: {interference_text(summary.get('interference'))}."
         md += [f"## {name}: {summary['title']}", "", "### Headline", "",
-               _markdown_table(HEADLINE_COLUMNS, headline_rows(summary)), "", caption_text(summary), ""]
+               _markdown_table(HEADLINE_COLUMNS, headline_rows(summary)), "", rounds, "", caption_text(summary), ""]
         body += [f"<h2 id='{html.escape(name)}'>{html.escape(name)}: {html.escape(summary['title'])}</h2>",
                  "<h3>Headline</h3>", _html_table(HEADLINE_COLUMNS, headline_rows(summary)),
-                 f"<p class='caption'>{html.escape(caption_text(summary))}</p>"]
+                 f"<p>{html.escape(rounds)}</p>", f"<p class='caption'>{html.escape(caption_text(summary))}</p>"]
         for figure in summary["figures"]:
             path = f"{name}/{figure}"
             md += [f"![{name} {Path(figure).stem}]({path})", f"*{caption_text(summary)}*", ""]

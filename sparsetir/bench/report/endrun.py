@@ -1,6 +1,8 @@
 """The screen a workflow run ends with: what came out, what did not, how long each stage took.
 
 - per experiment: the headline geomeans with their intervals (and wins / ties / losses);
+- the interference sentinel's account: the share of flagged rounds over the run, then per
+  experiment rounds clean / flagged / repeated and contaminated cases;
 - counts of failed, wrong, unavailable and pending rows, each with its first reason;
 - every dataset the run could not get, grouped by reason (``data_lines``: the pre-flight survey
   ``<results>/data_availability.json``, with what the downloads brought);
@@ -21,7 +23,7 @@ import sys
 from pathlib import Path
 
 from ...data.availability import SURVEY_FILE, format_groups, missing_at_end
-from .summary import read_summary
+from .summary import interference_text, read_summary, total_interference
 
 STAGES = ("data", "compile", "tune", "time", "render")
 
@@ -92,12 +94,14 @@ def screen(results: str | Path) -> str:
     paths = sorted(results.glob("*/summary.json"))
     lines = [f"=== sparsetir: results in {results}/ ==="]
     counts: dict[str, list] = {}
+    summaries = []
     for path in paths:
         try:
             summary = read_summary(path)
         except ValueError as error:
             lines.append(f"  {path.parent.name}: unreadable summary ({error})")
             continue
+        summaries.append(summary)
         for row in summary["headline"]:
             value = "n/a" if row["geomean"] is None else (
                 f"{row['geomean']:.2f}×" + (f" ({row['low']:.2f}–{row['high']:.2f})" if row["low"] is not None else ""))
@@ -111,6 +115,15 @@ def screen(results: str | Path) -> str:
                                                         f"{row['reason']}")
     if not paths:
         lines.append("  no experiment summaries (did the run finish?)")
+    total = total_interference(summaries)
+    if total and total["rounds"]:
+        lines.append(f"Interference: {100 * total['flagged'] / total['rounds']:.1f}% of rounds flagged "
+                     f"({interference_text(total)})")
+    else:
+        lines.append("Interference: " + ("no rounds timed" if total else "not recorded (made before the sentinel)"))
+    for summary in summaries:
+        if summary.get("interference") and summary["interference"]["rounds"]:
+            lines.append(f"  {summary['experiment']:<10} {interference_text(summary['interference'])}")
     lines.append("Did not run:" if counts else "Did not run: nothing")
     for status in ("failed", "wrong", "unavailable", "pending"):
         if status in counts:

@@ -81,10 +81,39 @@ def experiment_interference(per_case: list[dict]) -> dict:
             "judged": sum(bool(c["judged"]) for c in per_case)}
 
 
+def records_interference(records) -> dict:
+    """An experiment's ``interference`` entry straight from its records, a case being (device,
+    ``case`` or dataset, feature size): for tables written before the summary."""
+    by_case: dict = {}
+    for record in records:
+        if record.get("status") == "ok":
+            key = (record.get("device"), record.get("case") or record.get("dataset"), record.get("feat"))
+            by_case.setdefault(key, []).append(record)
+    return experiment_interference([case_interference(rows) for rows in by_case.values()])
+
+
+def interference_paragraph(records) -> str:
+    """The Markdown paragraph each experiment's ``speedup.md`` ends with: its rounds and contaminated cases."""
+    return (f"\nInterference (the sentinel judges every round; a flagged round is dropped for every contender and "
+            f"repeated; a contaminated case had more flagged rounds than the repeat bound): "
+            f"{interference_text(records_interference(records))}.\n")
+
+
+def total_interference(summaries) -> dict | None:
+    """The accounts of several experiments added up (None when none has one)."""
+    accounts = [s["interference"] for s in summaries if s.get("interference")]
+    if not accounts:
+        return None
+    return {key: sum(a[key] for a in accounts) for key in INTERFERENCE_KEYS}
+
+
 def interference_text(interference: dict | None) -> str:
     """The account in words, for tables and screens: rounds clean / flagged / repeated, contaminated cases."""
     if not interference:
         return "rounds: not recorded (made before the interference sentinel)"
+    if interference["cases"] and not interference["judged"]:
+        return (f"rounds: {interference['rounds']} run, none judged ({interference['cases']} cases timed without "
+                "the sentinel, or recorded before it)")
     rounds, flagged = interference["rounds"], interference["flagged"]
     share = f" ({100 * flagged / rounds:.1f}%)" if rounds else ""
     text = (f"rounds: {rounds - flagged} clean, {flagged} flagged{share}, {interference['repeated']} repeated; "
