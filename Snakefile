@@ -1,7 +1,7 @@
 """sparsetir benchmark workflow (see workflows/README.md).
 
     snakemake --cores 2                          # all: every experiment (default config)
-    snakemake --cores 2 spmm                     # one experiment: spmm, sddmm, attention, conv, rgcn, sage
+    snakemake --cores 2 spmm                     # one experiment: spmm, sddmm, attention, conv, rgcn, sage, gat
     snakemake --cores 2 --configfile workflows/config/smoke.yaml
     # every run of `all` ends with results/report.md and results/report.html (tables, figures, pending, provenance)
 """
@@ -41,6 +41,7 @@ for family_rules in FAMILY_RULES:  # one file per op family (attention, conv, rg
     include: family_rules
 
 
+include: "workflows/rules/training.smk"
 include: "workflows/rules/pending.smk"
 include: "workflows/rules/bundle.smk"
 include: "workflows/rules/targets.smk"

@@ -35,6 +35,11 @@ model in DGL. The featureless first layer is DGL's message passing, each edge's 
 matrix), then ``RelGraphConv(regularizer="basis", self_loop=True)``, edges sorted by type; PyG's
 keys mapped (``linear_r.W = weight``, ``linear_r.coeff = comp``, ``loop_weight = root``,
 ``h_bias = bias``).
+
+GAT training (family ``gat``, ``dgl-gatconv``): the GAT model (``baselines.pyg.gat_forward``) in
+DGL ``GATConv`` layers (``attn_drop`` the attention dropout; the heads flattened, or averaged for
+the last layer), the graph with PyG's self-loops (``remove_self_loop``, then ``add_self_loop``);
+PyG's keys mapped (``fc.weight = lin.weight``, ``attn_l = att_src``, ``attn_r = att_dst``).
 """
 
 from __future__ import annotations
@@ -335,6 +340,69 @@ class DglRGCNTraining:
         return model.convs[1](graph, h, etype, norm, presorted=True)
 
 
+# ---------------------------------------------------------------- GAT training
+
+
+def _gatconv_check(device: str) -> tuple[bool, str]:
+    ok, reason = _cpu_only(device)
+    if not ok:
+        return ok, reason
+    try:
+        from dgl.nn.pytorch import GATConv  # noqa: F401, PLC0415 - optional library, imported on demand
+    except Exception as error:  # DGL's nn package can fail to import on its own under a newer torch
+        return False, f"dgl {import_dgl()[0].__version__}: dgl.nn.pytorch.GATConv does not import: {error}"
+    return True, f"dgl {import_dgl()[0].__version__} GATConv on torch {torch.__version__}"
+
+
+class _DglGATLayer(torch.nn.Module):
+    """DGL ``GATConv`` with PyG's output: heads concatenated, or averaged (``concat=False``)."""
+
+    def __init__(self, in_channels, out_channels, heads=1, concat=True, dropout=0.0):
+        super().__init__()
+        from dgl.nn.pytorch import GATConv  # noqa: PLC0415 - optional library, through the shim
+
+        self.conv = GATConv(in_channels, out_channels, heads, attn_drop=dropout, negative_slope=0.2, bias=True)
+        self.concat = concat
+
+    def forward(self, h, graph):
+        out = self.conv(graph, h)
+        return out.flatten(1) if self.concat else out.mean(dim=1)
+
+
+class DglGATTraining:
+    """DGL ``GATConv`` in the GAT model (``sparsetir.bench.gat``), its graph with PyG's self-loops
+    (existing ones removed, one per node added); weights mapped from PyG's keys."""
+
+    name = "dgl-gatconv"
+
+    def available(self) -> tuple[bool, str]:
+        return _gatconv_check("cpu")
+
+    def model(self, dims: dict, state: dict):
+        first = _DglGATLayer(dims["in"], dims["hidden"], dims["heads"], True, dims["dropout"])
+        second = _DglGATLayer(dims["hidden"] * dims["heads"], dims["classes"], 1, False, dims["dropout"])
+        model = _TwoLayers([first, second])
+        names = {"lin.weight": "conv.fc.weight", "att_src": "conv.attn_l", "att_dst": "conv.attn_r", "bias": "conv.bias"}
+        mapped = {}
+        for key, value in state.items():
+            _convs, layer, name = key.split(".", 2)
+            mapped[f"convs.{layer}.{names[name]}"] = value
+        model.load_state_dict(mapped)
+        self.dropout = dims["dropout"]
+        return model
+
+    def structure(self, task):
+        dgl = _dgl()
+        edge_index = task.graph["edge_index"]
+        graph = dgl.graph((edge_index[0], edge_index[1]), num_nodes=task.graph["adj_t"].shape[0])
+        return dgl.add_self_loop(dgl.remove_self_loop(graph))
+
+    def forward(self, model, structure, x):
+        from baselines.pyg import gat_forward  # noqa: PLC0415 - the model's one definition (PyG is not imported)
+
+        return gat_forward(model, structure, x, self.dropout)
+
+
 VARIANTS = {
     "spmm": {"dgl-gspmm": Variant(spmm_gspmm, devices=("cpu",), library_reference=True)},
     "sddmm": {"dgl-gsddmm": Variant(sddmm_gsddmm, devices=("cpu",), library_reference=True)},
@@ -342,4 +410,5 @@ VARIANTS = {
     "rgcn": {"dgl-relgraphconv": Variant(relgraphconv, library_reference=True, check=_relgraphconv_check)},
     "rgcn-train": {"dgl-relgraphconv": Variant(DglRGCNTraining, devices=("cpu",), library_reference=True,
                                                check=_relgraphconv_check)},
+    "gat": {"dgl-gatconv": Variant(DglGATTraining, devices=("cpu",), library_reference=True, check=_gatconv_check)},
 }

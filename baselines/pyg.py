@@ -33,6 +33,11 @@ the nodes) and a second, both with basis decomposition and mean aggregation, in 
 (``pyg-rgcnconv``) or ``FastRGCNConv`` (``pyg-fastrgcnconv``); weights in ``sparsetir.nn.RGCN``'s
 keys (``convs.<i>.weight``, ``comp``, ``root``, ``bias``: PyG's names). A variant's factory returns
 the contender ``sparsetir.bench.training`` drives (``model``, ``structure``, ``forward``).
+
+GAT training (family ``gat``, ``sparsetir.bench.gat``, ``pyg-gatconv``): the GAT paper's model in
+PyG ``GATConv`` layers (dropout, ``GATConv(in, hidden, heads)``, ELU, dropout, ``GATConv(hidden *
+heads, classes, heads=1, concat=False)``, attention dropout in both) on the ``(2, E)`` edge list,
+from the shared state_dict (``convs.<i>.lin.weight``, ``att_src``, ``att_dst``, ``bias``).
 """
 
 from __future__ import annotations
@@ -242,6 +247,45 @@ class PygRGCNTraining:
         return model.convs[1](h, edge_index, edge_type)
 
 
+# ---------------------------------------------------------------- GAT training
+
+
+def gat_two_layers(conv, dims: dict):
+    """The GAT model's two layers in ``convs`` (``conv``: a class with PyG ``GATConv``'s arguments)."""
+    return _TwoLayers([conv(dims["in"], dims["hidden"], heads=dims["heads"], dropout=dims["dropout"]),
+                       conv(dims["hidden"] * dims["heads"], dims["classes"], heads=1, concat=False,
+                            dropout=dims["dropout"])])
+
+
+def gat_forward(model, structure, x, dropout: float):
+    """Dropout, layer 1, ELU, dropout, layer 2 (``sparsetir.bench.gat``'s model)."""
+    h = torch.nn.functional.dropout(x, p=dropout, training=model.training)
+    h = torch.nn.functional.elu(model.convs[0](h, structure))
+    h = torch.nn.functional.dropout(h, p=dropout, training=model.training)
+    return model.convs[1](h, structure)
+
+
+class PygGATTraining:
+    """PyG ``GATConv`` in the GAT model, on the edge list."""
+
+    name = "pyg-gatconv"
+
+    def available(self) -> tuple[bool, str]:
+        return probe()
+
+    def model(self, dims: dict, state: dict):
+        model = gat_two_layers(importlib.import_module(_pyg().__name__ + ".nn").GATConv, dims)
+        model.load_state_dict(state)
+        self.dropout = dims["dropout"]
+        return model
+
+    def structure(self, task):
+        return task.graph["edge_index"]
+
+    def forward(self, model, structure, x):
+        return gat_forward(model, structure, x, self.dropout)
+
+
 VARIANTS = {
     "spmm": {"pyg-edgeindex": Variant(spmm_edge_index, library_reference=True),
              "pyg-spmm": Variant(spmm_utils, library_reference=True)},
@@ -253,4 +297,5 @@ VARIANTS = {
                                            library_reference=True),
                    "pyg-fastrgcnconv": Variant(lambda: PygRGCNTraining("FastRGCNConv"), devices=("cpu",),
                                                library_reference=True)},
+    "gat": {"pyg-gatconv": Variant(PygGATTraining, devices=("cpu",), library_reference=True)},
 }

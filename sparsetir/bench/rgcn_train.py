@@ -29,15 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .rgcn import SYNTHETIC_PREFIX, parse_synthetic
-from .training import (
-    TRAINING_POLICY,
-    TrainSettings,
-    TrainTask,
-    prepare_runs,
-    time_epochs,
-    train_and_score,
-    training_record,
-)
+from .training import TRAINING_POLICY, TrainSettings, TrainTask, benchmark_training, training_summary
 
 __all__ = ["BASELINES", "EXPERIMENT", "RGCNTrainSettings", "SparsetirRGCN", "benchmark_rgcn_training",
            "entity_task", "main", "rgcn_training_contenders"]
@@ -151,54 +143,14 @@ def benchmark_rgcn_training(dataset: str, settings: RGCNTrainSettings = RGCNTrai
                             policy=TRAINING_POLICY, log=print) -> list[dict]:
     """Train and time every contender on ``dataset``; one record per contender (``training_record``)."""
     contenders = rgcn_training_contenders() if contenders is None else contenders
-    try:
-        task = entity_task(dataset, settings)
-    except (OSError, ValueError, KeyError) as error:
-        reason = f"unavailable: {type(error).__name__}: {error}"
-        log(f"{EXPERIMENT} {dataset}: {reason}")
-        return [training_record(experiment=EXPERIMENT, dataset=dataset, contender=name, run=None, stats=None,
-                                score=None, feat=settings.hidden, status="unavailable", reason=reason)
-                for name in contenders]
-    import torch  # noqa: PLC0415 - after the thread settings
-
-    log(f"{EXPERIMENT} {task.description}; {torch.get_num_threads()} thread(s)")
-    state = _initial_state(task.dims, settings.seed)
-    scoring = prepare_runs(contenders, task, state, settings, log)
-    scores = train_and_score(scoring, settings.epochs, settings.seed, log)
-    timing = prepare_runs({name: run.contender for name, run in scoring.items() if run.status == "ok"}, task, state,
-                          settings, log)
-    stats = time_epochs(timing, policy)
-    records = []
-    for name in contenders:
-        run = timing.get(name) if name in stats else scoring[name]
-        status = "ok" if name in stats else (run.status if run.status != "ok" else "failed")
-        records.append(training_record(
-            experiment=EXPERIMENT, dataset=dataset, contender=name, run=run, stats=stats.get(name),
-            score=scores.get(name), feat=settings.hidden, status=status, reason=None if status == "ok" else run.reason,
-            policy=policy, extra={"epochs": settings.epochs, "dims": task.dims}))
-    return records
+    return benchmark_training(EXPERIMENT, dataset, lambda: entity_task(dataset, settings),
+                              lambda dims: _initial_state(dims, settings.seed), settings, contenders,
+                              feat=settings.hidden, policy=policy, log=log)
 
 
 def summary(records: list[dict]) -> str:
-    """One line per record: median ms per epoch, speed-up over the best baseline, accuracy."""
-    lines = []
-    by_dataset: dict = {}
-    for record in records:
-        by_dataset.setdefault(record["dataset"], []).append(record)
-    for dataset, group in by_dataset.items():
-        baselines = [r["stats"]["median"] for r in group
-                     if r["status"] == "ok" and not r["contender"].startswith(SPARSETIR)]
-        best = min(baselines) if baselines else None
-        for r in group:
-            if r["status"] != "ok":
-                lines.append(f"  {dataset:<8} {r['contender']:<20} {r['reason']}")
-                continue
-            median = r["stats"]["median"]
-            ratio = f"{best / median:5.2f}x" if best else "   -  "
-            lines.append(f"  {dataset:<8} {r['contender']:<20} {median * 1e3:9.2f} ms/epoch (p20 "
-                         f"{r['stats']['p20'] * 1e3:.2f}, p80 {r['stats']['p80'] * 1e3:.2f})  {ratio} vs best "
-                         f"baseline  test acc {r['test_acc']:.4f}  first epoch {r['first_epoch_s']:.2f} s")
-    return "\n".join(lines)
+    """One line per record (``training.training_summary``)."""
+    return training_summary(records, SPARSETIR)
 
 
 def main(argv=None) -> int:

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 from ..timing import DEFAULT, Stats, TimingPolicy, time_interleaved
 
-__all__ = ["TRAINING_POLICY", "TrainRun", "TrainSettings", "TrainTask", "prepare_runs", "time_epochs",
-           "train_and_score", "training_record"]
+__all__ = ["TRAINING_POLICY", "TrainRun", "TrainSettings", "TrainTask", "benchmark_training", "prepare_runs",
+           "time_epochs", "train_and_score", "training_record", "training_summary"]
 
 #: Timing of training epochs: a flush before each, a short warm-up (an epoch is long), 20 samples.
 TRAINING_POLICY = DEFAULT.replace(warmup_s=0.0, min_warmup=2, samples=20, min_samples=5)
@@ -202,3 +202,65 @@ def training_record(*, experiment: str, dataset: str, contender: str, run: Train
     record.update({"test_acc": score.get("test_acc"), "final_loss": score.get("final_loss"),
                    "first_epoch_s": score.get("first_epoch_s"), **(extra or {})})
     return record
+
+
+def benchmark_training(experiment: str, dataset: str, make_task: Callable[[], TrainTask],
+                       initial_state: Callable[[dict], dict], settings: TrainSettings, contenders: Mapping[str, object],
+                       *, feat: int, policy: TimingPolicy = TRAINING_POLICY, log: Callable[[str], None] = print,
+                       extra: Callable[[TrainRun, TrainTask], dict] = lambda run, task: {}) -> list[dict]:
+    """The whole benchmark of one dataset: the task (``make_task()``; an OSError, ValueError or KeyError
+    makes every contender's record unavailable, with the reason), the shared initial weights
+    (``initial_state(task.dims)``), training and scoring (:func:`train_and_score`), then the timed
+    epochs of fresh runs (:func:`time_epochs`); one :func:`training_record` per contender, with
+    ``extra(run, task)`` (measured after the timing, for the ok ones) added to it."""
+    try:
+        task = make_task()
+    except (OSError, ValueError, KeyError) as error:
+        reason = f"unavailable: {type(error).__name__}: {error}"
+        log(f"{experiment} {dataset}: {reason}")
+        return [training_record(experiment=experiment, dataset=dataset, contender=name, run=None, stats=None,
+                                score=None, feat=feat, status="unavailable", reason=reason) for name in contenders]
+    import torch  # noqa: PLC0415 - torch loads after the thread settings
+
+    log(f"{experiment} {task.description}; {torch.get_num_threads()} thread(s)")
+    state = initial_state(task.dims)
+    scoring = prepare_runs(contenders, task, state, settings, log)
+    scores = train_and_score(scoring, settings.epochs, settings.seed, log)
+    timing = prepare_runs({name: run.contender for name, run in scoring.items() if run.status == "ok"}, task, state,
+                          settings, log)
+    stats = time_epochs(timing, policy)
+    records = []
+    for name in contenders:
+        run = timing.get(name) if name in stats else scoring[name]
+        status = "ok" if name in stats else (run.status if run.status != "ok" else "failed")
+        records.append(training_record(
+            experiment=experiment, dataset=dataset, contender=name, run=run, stats=stats.get(name),
+            score=scores.get(name), feat=feat, status=status, reason=None if status == "ok" else run.reason,
+            policy=policy, extra={"epochs": settings.epochs, "dims": task.dims,
+                                  **(extra(run, task) if status == "ok" else {})}))
+    return records
+
+
+def training_summary(records: list[dict], sparsetir_prefix: str = "sparsetir") -> str:
+    """One line per record: median ms per epoch, speed-up over the best baseline (the fastest contender
+    not named ``sparsetir...``), accuracy, peak memory where measured, first-epoch seconds."""
+    lines = []
+    by_dataset: dict = {}
+    for record in records:
+        by_dataset.setdefault(record["dataset"], []).append(record)
+    for dataset, group in by_dataset.items():
+        medians = [r["stats"]["median"] for r in group if r["status"] == "ok"
+                   and not r["contender"].startswith(sparsetir_prefix)]
+        best = min(medians) if medians else None
+        for r in group:
+            if r["status"] != "ok":
+                lines.append(f"  {dataset:<12} {r['contender']:<18} {r['reason']}")
+                continue
+            median = r["stats"]["median"]
+            ratio = f"{best / median:5.2f}x" if best else "   -  "
+            peak = r.get("peak_memory_bytes")
+            lines.append(f"  {dataset:<12} {r['contender']:<18} {median * 1e3:9.2f} ms/epoch (p20 "
+                         f"{r['stats']['p20'] * 1e3:.2f}, p80 {r['stats']['p80'] * 1e3:.2f})  {ratio} vs best baseline"
+                         f"  test acc {r['test_acc']:.4f}" + (f"  peak {peak / 2**20:.1f} MiB" if peak else "")
+                         + f"  first epoch {r['first_epoch_s']:.2f} s")
+    return "\n".join(lines)

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from ..ops.edge_softmax import edge_softmax_aggregate
 from .adjacency import as_adjacency
+from .sage import _is_sparse, _sparse_matmul
 
 __all__ = ["GATConv"]
 
@@ -144,7 +145,8 @@ class GATConv(nn.Module):
         ``(sources, targets)`` where the features do not say. Returns ``(targets, heads * out)``
         (``concat``) or ``(targets, out)``; with ``return_attention_weights`` also
         ``(edge_index, alpha)``: the edges attended over (self-loops as added) in the layer's own
-        order (by target) and their weights ``(E, heads)``."""
+        order (by target) and their weights ``(E, heads)``. Features may be a torch sparse CSR (or
+        COO) tensor (bag-of-words features are mostly zeros): the projections are then SpMMs."""
         if edge_attr is not None:
             raise ValueError("GATConv does not support edge_attr (edge features need edge_dim, which is not supported)")
         H, C = self.heads, self.out_channels
@@ -153,17 +155,17 @@ class GATConv(nn.Module):
             if x.dim() != 2:
                 raise ValueError(f"x must be (nodes, in_channels), got shape {tuple(x.shape)}")
             if self.lin is not None:
-                h_src = h_dst = self.lin(x).view(-1, H, C)
+                h_src = h_dst = _project(x, self.lin).view(-1, H, C)
             else:
-                h_src, h_dst = self.lin_src(x).view(-1, H, C), self.lin_dst(x).view(-1, H, C)
+                h_src, h_dst = _project(x, self.lin_src).view(-1, H, C), _project(x, self.lin_dst).view(-1, H, C)
             x_dst = x
         elif isinstance(x, (tuple, list)) and len(x) == 2:
             x_src, x_dst = x
             if not isinstance(x_src, Tensor) or x_src.dim() != 2:
                 raise ValueError("x[0] (the sources' features) must be a 2-D tensor")
             lin_src, lin_dst = (self.lin, self.lin) if self.lin is not None else (self.lin_src, self.lin_dst)
-            h_src = lin_src(x_src).view(-1, H, C)
-            h_dst = None if x_dst is None else lin_dst(x_dst).view(-1, H, C)
+            h_src = _project(x_src, lin_src).view(-1, H, C)
+            h_dst = None if x_dst is None else _project(x_dst, lin_dst).view(-1, H, C)
         else:
             raise TypeError(f"x must be a tensor or a (sources, targets) pair, got {type(x).__name__}")
         num_sources = h_src.shape[0] if size is None else int(size[0])
@@ -184,7 +186,7 @@ class GATConv(nn.Module):
         if self.res is not None:
             if x_dst is None:
                 raise ValueError("residual=True needs the targets' features (x[1])")
-            out = out + self.res(x_dst)
+            out = out + _project(x_dst, self.res)
         if self.bias is not None:
             out = out + self.bias
         if return_attention_weights:
@@ -195,6 +197,11 @@ class GATConv(nn.Module):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+
+
+def _project(x: Tensor, layer: nn.Linear) -> Tensor:
+    """``layer(x)`` (no bias); for sparse CSR/COO features an SpMM (``torch.ops.sparsetir.spmm``)."""
+    return _sparse_matmul(x, layer.weight) if _is_sparse(x) else layer(x)
 
 
 def _targets_of(edge_index, num_sources: int) -> int:

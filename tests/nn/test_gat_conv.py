@@ -94,6 +94,21 @@ def test_every_structure_form_gives_the_same():
     torch.testing.assert_close(conv(x, adj_t), theirs(x, distinct), rtol=1e-5, atol=1e-5)
 
 
+def test_sparse_features_project_by_spmm_with_the_same_result_and_gradients():
+    conv = GATConv(12, 4, heads=2, residual=True)
+    x = torch.randn(30, 12) * (torch.rand(30, 12) < 0.2)
+    expected = conv(x, multigraph())
+    grad = torch.randn_like(expected)
+    expected.backward(grad)
+    dense_grads = [p.grad.clone() for p in conv.parameters()]
+    conv.zero_grad()
+    out = conv(x.to_sparse_csr(), multigraph())
+    out.backward(grad)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    for a, b in zip(conv.parameters(), dense_grads):
+        torch.testing.assert_close(a.grad, b, rtol=1e-4, atol=1e-5)
+
+
 def test_attention_weights_and_isolated_nodes_without_self_loops():
     conv = GATConv(8, 3, heads=2, add_self_loops=False)
     theirs = pyg_nn.GATConv(8, 3, heads=2, add_self_loops=False)

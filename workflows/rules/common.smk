@@ -31,6 +31,8 @@ ALL_EXPERIMENTS = BENCH_EXPERIMENTS + FAMILIES
 # A family's rules file (workflows/rules/families/<name>.smk) adds name -> function returning its
 # target files; the Snakefile includes every family file before targets.smk makes the targets.
 FAMILY_TARGETS = {}
+# experiment -> {"folder", "section", "datasets"}: the training experiments a family file registers (training.smk)
+TRAINING = {}
 FAMILY_RULES = sorted((Path(workflow.basedir) / "workflows" / "rules" / "families").glob("*.smk"))
 PENDING_EXPERIMENTS = pending_families(config, {path.stem for path in FAMILY_RULES})
 

@@ -8,7 +8,7 @@ case in a ``case`` field (a layer, a mask), else the case is (device, dataset, f
 from pathlib import Path
 
 TITLES = {"attention": "block-sparse attention", "conv": "sparse 3D convolution", "rgcn": "R-GCN inference",
-          "sage": "GraphSAGE training"}
+          "sage": "GraphSAGE training", "gat": "GAT training"}
 
 
 def case_key(record: dict) -> tuple:
@@ -46,8 +46,11 @@ def write_family_summary(results: Path, family: str, path: Path) -> dict:
 
     folder = results / family
     records, invalid = read_family_records(folder)
-    figures = sorted(str(p.relative_to(folder)) for p in (folder / "figures").glob("*.png"))
-    tables = [name for name in ("speedup.md", "speedup.csv") if (folder / name).exists()]
+    # a family's training experiment (rgcn/training/) is linked beside its own tables and figures
+    figures = sorted(str(p.relative_to(folder)) for p in [*(folder / "figures").glob("*.png"),
+                                                          *(folder / "training" / "figures").glob("*.png")])
+    tables = [name for name in ("speedup.md", "speedup.csv", "training/speedup.md", "training/speedup.csv")
+              if (folder / name).exists()]
     summary = summary_from_records([r for r in records if r.get("experiment") == family], family,
                                    TITLES.get(family, family), case_key=case_key, case_label=case_label,
                                    tables=tables, figures=figures)

@@ -11,6 +11,7 @@ DESCRIPTIONS = {
     "conv": "sparse convolution (KITTI point clouds) vs TorchSparse",
     "rgcn": "RGCN inference (AIFB, MUTAG, BGS, AM, ogbl-biokg) vs PyG, DGL and Graphiler",
     "sage": "GraphSAGE training (3 layers, hidden 128) vs DGL",
+    "gat": "GAT training (2 layers, 8 heads of 8) vs PyG and DGL GATConv",
 }
 STATUS = "not implemented yet"
 

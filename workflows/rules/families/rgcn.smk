@@ -14,11 +14,21 @@ if RGCN is not None:
     check_rgcn_config(RGCN)
     RGCN_DATASETS = {dataset_slug(name): name for name in RGCN["datasets"]}  # slug -> name or spec
 
+    if RGCN.get("training") is not None:  # entity-classification training: training.smk's rules
+        from training_family import check_training_config
+
+        check_training_config("rgcn-train", RGCN["training"], "rgcn.training")
+        TRAINING["rgcn-train"] = {"folder": "rgcn/training", "section": RGCN["training"],
+                                  "datasets": {dataset_slug(name): name for name in RGCN["training"]["datasets"]}}
+
     def rgcn_targets():
-        """What `snakemake rgcn` builds: the tables and the figure (the records come with them)."""
+        """What `snakemake rgcn` builds: the tables and the figure (the records come with them), and with
+        rgcn.training the training tables and figure under rgcn/training/."""
+        training = [f"{RESULTS}/rgcn/training/speedup.{ext}" for ext in ("csv", "md", "tex")] + [
+            f"{RESULTS}/rgcn/training/figures/epoch_time.png"] if "rgcn-train" in TRAINING else []
         return [f"{RESULTS}/rgcn/speedup.{ext}" for ext in ("csv", "md", "tex")] + [
             f"{RESULTS}/rgcn/figures/rgcn_inference.png"
-        ]
+        ] + training
 
     FAMILY_TARGETS["rgcn"] = rgcn_targets
 
