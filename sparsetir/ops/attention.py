@@ -454,7 +454,7 @@ def compile_sparse_attention(layout, head_dim, *, block: int = 16, format="bsr",
                       "rows": {"Q": [structure.seq_q, q_padded], "K": [structure.seq_k, k_padded],
                                "V": [structure.seq_k, k_padded], "O": [structure.seq_q, q_padded]}}}
     sizes = {}
-    kernel = BatchedKernel(function, spec, _owned(structure.bound), sizes)
+    kernel = BatchedKernel(function, spec, _owned(structure.bound), sizes, structure.layout)
     kernel.timings = {"convert_s": structure.convert_s, "compile_s": compile_s}
     kernel.structure = structure
     return kernel

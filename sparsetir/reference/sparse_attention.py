@@ -10,35 +10,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.sparse as sp
 
+from ..runtime.block_layout import check_block_layout
 from .case import Case, host_array, rounding_tolerance
 from .registry import OpReference, register_reference
 
 
 def block_layout(layout) -> np.ndarray:
-    """``layout`` as a numpy bool array ``(rows, cols)`` or ``(heads, rows, cols)``.
-
-    Accepts numpy arrays (bool or numbers, non-zero means kept), torch tensors and scipy sparse
-    matrices (2-D); anything else is a ``TypeError``, a wrong number of dimensions a ``ValueError``.
-    """
-    if sp.issparse(layout):
-        array = layout.toarray() != 0
-    elif type(layout).__module__.startswith("torch"):
-        array = layout.detach().cpu().numpy() != 0
-    elif isinstance(layout, np.ndarray):
-        if layout.dtype.kind not in "biuf":
-            raise TypeError(f"layout must hold booleans or numbers, got dtype {layout.dtype}")
-        array = layout != 0
-    else:
-        raise TypeError(f"layout must be a numpy array, torch tensor or scipy sparse matrix, got "
-                        f"{type(layout).__name__}")
-    if array.ndim not in (2, 3):
-        raise ValueError(f"layout must be (rows, cols) blocks, or (heads, rows, cols) for a layout per head; got "
-                         f"shape {array.shape}")
-    if 0 in array.shape:
-        raise ValueError(f"layout has an empty dimension: shape {array.shape}")
-    return np.ascontiguousarray(array)
+    """``layout`` as a numpy bool array ``(rows, cols)`` or ``(heads, rows, cols)``, validated by the one
+    layout validator (``sparsetir.runtime.block_layout.check_block_layout``) before it is densified:
+    numpy arrays (bool or numbers, non-zero means kept), dense or sparse torch tensors and scipy
+    sparse matrices (2-D); anything else is a ``TypeError``, a bad shape or structure a ``ValueError``."""
+    return check_block_layout(layout)
 
 
 def dense_mask(layout: np.ndarray, block: int, q_len: int, k_len: int) -> np.ndarray:

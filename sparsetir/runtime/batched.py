@@ -15,11 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .block_layout import check_block_layout
 from .function import SIDECAR_SHA256, CompiledFunction, check_digest, file_sha256, sidecar
 from .marshal import aligned_empty, check_no_grad, is_torch, may_overlap
 from .validate import dtype_name
 
 BATCHED = "batched"  # the spec key marking a BatchedKernel export
+LAYOUT = "__layout"  # the sidecar array holding the block layout the structure was built from
 
 
 class BatchedKernel:
@@ -31,8 +33,10 @@ class BatchedKernel:
     ``dim``.
     """
 
-    def __init__(self, function: CompiledFunction, spec: dict, bound: dict, sizes: dict):
+    def __init__(self, function: CompiledFunction, spec: dict, bound: dict, sizes: dict, layout=None):
         self.function = function
+        # the block layout (checked by the one layout validator), kept for export
+        self.layout = None if layout is None else check_layout_for(spec, check_block_layout(layout), "layout")
         self.spec = spec
         self.batched = spec[BATCHED]
         self.sizes = dict(sizes)
@@ -156,7 +160,10 @@ class BatchedKernel:
         and ``<path>.npz`` (the structure). ``sparsetir.runtime.load(path)`` reads them back."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(sidecar(path, ".npz"), **{k: _host(v) for k, v in self._bound.items()})
+        arrays = {k: _host(v) for k, v in self._bound.items()}
+        if self.layout is not None:
+            arrays[LAYOUT] = self.layout
+        np.savez(sidecar(path, ".npz"), **arrays)
         return self.function.export(path, kernel={"spec": self.spec, "sizes": self.sizes, "nnz": None},
                                     **{SIDECAR_SHA256: file_sha256(sidecar(path, ".npz"))})
 
@@ -179,16 +186,35 @@ class BatchedKernel:
                 bound = {name: arrays[name] for name in arrays.files}
         except (OSError, ValueError, EOFError) as error:
             raise ValueError(f"{npz} is not a readable structure sidecar: {error}") from None
+        layout = bound.pop(LAYOUT, None)
+        if layout is not None:
+            layout = check_layout_for(kernel["spec"], check_block_layout(layout, name=f"{npz}[{LAYOUT}]"),
+                                      f"{npz}[{LAYOUT}]")
         sizes = kernel.get("sizes")
         if not isinstance(sizes, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
                                                   for v in sizes.values()):
             raise ValueError(f"{path}: the manifest's sizes must be non-negative ints, got {sizes!r}")
         spec = kernel["spec"]
         function.signature.check_structure(bound, {**sizes, spec[BATCHED]["size"]: 1})
-        return cls(function, spec, bound, sizes)
+        return cls(function, spec, bound, sizes, layout)
 
     def __repr__(self) -> str:
         return f"BatchedKernel({self.spec['op']}, {self.spec.get('format', '?')}, {self.device})"
+
+
+def check_layout_for(spec: dict, layout: np.ndarray, name: str) -> np.ndarray:
+    """A validated block layout that fits the kernel: one layout per head for a kernel with heads, and
+    ``rows / block`` blocks each way (the padded rows of the queries and of the keys)."""
+    batched, block = spec[BATCHED], spec.get("block")
+    heads = batched.get("heads")
+    if (layout.ndim == 3) != (heads is not None) or (heads is not None and layout.shape[0] != heads):
+        raise ValueError(f"{name} has shape {layout.shape}, but the kernel was compiled for "
+                         f"{'one layout per head of ' + str(heads) if heads is not None else 'one shared layout'}")
+    if isinstance(block, int) and not isinstance(block, bool) and block > 0:
+        expected = tuple(batched["rows"][key][1] // block for key in (spec["inputs"][0], spec["inputs"][1]))
+        if tuple(layout.shape[-2:]) != expected:
+            raise ValueError(f"{name} has {layout.shape[-2:]} blocks, but the kernel was compiled for {expected}")
+    return layout
 
 
 def _grouped(array, groups: int):
