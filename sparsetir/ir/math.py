@@ -77,7 +77,10 @@ def min(a, b):  # noqa: A001 - the name users expect, as numpy's minimum
 
 
 def where(condition, a, b):
-    """``a`` where ``condition`` holds, else ``b`` (only the chosen one is evaluated)."""
+    """``a`` where ``condition`` holds, else ``b`` (only the chosen one is evaluated); ``x == y`` and
+    ``x != y`` are conditions too."""
+    if type(condition).__name__ in ("EqualOp", "NotEqualOp") and hasattr(condition, "asobject"):
+        condition = condition.asobject()  # TVM keeps == and != lazy (for hashing); as a condition, compare
     if not isinstance(condition, tirx.Expr) or expr_dtype(condition) != "bool":
         raise TypeError(f"where: the condition must be a boolean expression, got {condition!r}")
     a, b = _pair(a, b, "where")

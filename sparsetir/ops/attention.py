@@ -17,6 +17,10 @@ stages, the intermediates allocated by the kernel::
     Oacc[g, r0, r1, d] += S * V[g, col, d]                           # block SpMM   (c0, c1: "R")
     O[g, row, d] = Oacc / sm  (0 where the row has no key)
 
+NaN and Inf follow torch's SDPA (docs/nan-semantics.md): a NaN in a query row, or in a key or value
+row that a query row attends to, makes that query row NaN; an infinite score does too (``exp(inf -
+inf)``); a query row whose blocks are all masked is 0 (SDPA gives NaN there).
+
 with ``row = r0 * block + r1`` and ``col = c0 * block + c1`` as the format's rule says. Slots a
 format pads (a partial SR-BCRS group, a block past ``seq``) read the mask's value 0 and are left
 out of the softmax (``masked``). The row-fused variant (knob ``fuse_rows``) computes all stages
@@ -277,7 +281,8 @@ def attention_function(fmt, head_dim: int, sizes: dict, *, dtype: str = "float32
         gv, *pos, d = iters
         row = loops.coordinates({**dict(zip(rows, pos)), **_zero_cols(loops)})[loops.pattern_rows]
         total = sm[(gv, *pos)]
-        O[gv, row, d] = cast(where(total > 0.0, Oacc[(gv, *pos, d)] / total, cast(0.0, acc)), dtype)
+        # a row with no key gives 0; a NaN total (a NaN or an infinite score in the row) stays NaN, as in SDPA
+        O[gv, row, d] = cast(where(total == 0.0, cast(0.0, acc), Oacc[(gv, *pos, d)] / total), dtype)
 
     iterations += [scores, rowmax, exponent, rowsum, aggregate, normalise]
     params = [Q, K, V, O] + ([loops.mask] if masked else [])

@@ -42,8 +42,24 @@ def attention_reference(q, k, v, layout, block: int, scale: float | None = None)
     top = scores.max(axis=-1, keepdims=True)
     weights = np.exp(scores - np.where(np.isfinite(top), top, 0.0))
     total = weights.sum(axis=-1, keepdims=True)
-    probabilities = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
-    return np.einsum("bhqk,bhkd->bhqd", probabilities, v64)
+    # a row with no key is 0; a NaN total (a NaN or infinite score) propagates (docs/nan-semantics.md)
+    with np.errstate(invalid="ignore"):  # inf / inf: the NaN SDPA gives too
+        probabilities = np.divide(weights, total, out=np.zeros_like(weights), where=total != 0)
+    return _weighted_values(probabilities, v64, mask[None])
+
+
+def _weighted_values(probabilities: np.ndarray, v64: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``probabilities @ v`` over the kept keys only: a NaN or Inf in a value that a row does not attend
+    to leaves the row alone (``0 * NaN`` would be NaN), one that it attends to reaches it, as the
+    kernels compute (docs/nan-semantics.md)."""
+    bad = ~np.isfinite(v64)
+    out = np.einsum("bhqk,bhkd->bhqd", probabilities, np.where(bad, 0.0, v64))
+    if bad.any():
+        kept = np.broadcast_to(mask, probabilities.shape)
+        for b, h, d in sorted({(b, h, d) for b, h, _, d in zip(*np.nonzero(bad))}):
+            products = np.where(kept[b, h], probabilities[b, h] * v64[b, h, :, d][None, :], 0.0)
+            out[b, h, :, d] = products.sum(axis=-1)
+    return out
 
 
 def attention_case(layout, head_dim: int, rng: np.random.Generator, *, block: int = 16, batch: int = 1,

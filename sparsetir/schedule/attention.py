@@ -24,6 +24,8 @@ picks this CPU template or the CUDA one (``attention_cuda.py``) from ``schedule.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import tvm
 import tvm_ffi
@@ -256,12 +258,15 @@ def polynomial_exp(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def exp_polynomial(x):
-    """``exp(x)`` for a float32 expression, from float arithmetic and one integer shift."""
+    """``exp(x)`` for a float32 expression, from float arithmetic and one integer shift; NaN stays NaN
+    and ``x`` past float32's overflow (88.72284) is ``inf``, as libm's ``expf`` (the clamp before the
+    polynomial would turn both into finite numbers: docs/nan-semantics.md)."""
     f32 = "float32"
 
     def c(value):
         return tirx.const(value, f32)
 
+    original = x
     x = tirx.Min(tirx.Max(x, c(-87.33654)), c(88.37626))
     n = tirx.floor(x * c(1.44269504088896341) + c(0.5))
     r = x - n * c(0.693359375) + n * c(2.12194440e-4)
@@ -270,7 +275,9 @@ def exp_polynomial(x):
         p = p * r + c(coefficient)
     p = p * r * r + r + c(1.0)
     bits = tirx.shift_left(tirx.Cast("int32", n) + tirx.const(127, "int32"), tirx.const(23, "int32"))
-    return p * tirx.reinterpret(f32, bits)
+    value = p * tirx.reinterpret(f32, bits)
+    return tirx.if_then_else(tirx.isnan(original), original,
+                             tirx.if_then_else(original > c(88.72284), c(math.inf), value))
 
 
 def fuse_row_nests(mod: tvm.IRModule, structure: dict | None = None, anchor: str = "scores0") -> tvm.IRModule:

@@ -1,0 +1,160 @@
+"""NaN and Inf follow the torch op users compare with (docs/nan-semantics.md, issue 27 item 2): a
+non-finite input reaches exactly the outputs that depend on it, in the kernels and in the float64
+references. Attention against torch SDPA, SpMM against torch.sparse.mm, SDDMM against
+torch.sparse.sampled_addmm, sparse convolution and RGMS against their float64 references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from sparsetir import ops
+from sparsetir.formats.relational import read_relational_input
+from sparsetir.reference.conv import conv_reference
+from sparsetir.reference.rgms import rgms_reference
+from sparsetir.reference.sparse_attention import attention_reference, dense_mask
+
+
+def same_non_finite(got, expected, *, atol=1e-4):
+    """NaN where expected is NaN, +-inf where it is, and close elsewhere."""
+    got, expected = np.asarray(got, dtype=np.float64), np.asarray(expected, dtype=np.float64)
+    assert np.array_equal(np.isnan(got), np.isnan(expected)), (np.isnan(got).sum(), np.isnan(expected).sum())
+    assert np.array_equal(np.isposinf(got), np.isposinf(expected))
+    assert np.array_equal(np.isneginf(got), np.isneginf(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[finite], expected[finite], atol=atol, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------ attention
+def sdpa(q, k, v, layout, block):
+    mask = torch.from_numpy(dense_mask(layout, block, q.shape[2], k.shape[2]))
+    return torch.nn.functional.scaled_dot_product_attention(
+        *(torch.from_numpy(x).double() for x in (q, k, v)), attn_mask=mask).numpy()
+
+
+ATTENTION_POISON = {  # operand, (row, column), value
+    "nan in q": ("q", (3, 2), np.nan),
+    "nan in k": ("k", (20, 0), np.nan),
+    "inf in k": ("k", (5, 1), np.inf),
+    "-inf in k": ("k", (5, 1), -np.inf),
+    "nan in v": ("v", (17, 4), np.nan),
+    "inf in q": ("q", (30, 7), np.inf),
+}
+
+
+def dependent_rows(layout, block, operand, row, q_len, k_len):
+    """The query rows whose output depends on ``operand``'s row ``row``: itself for q, those that attend
+    to that key for k and v."""
+    mask = dense_mask(layout, block, q_len, k_len)
+    if operand == "q":
+        return np.arange(q_len) == row
+    return mask[:, row]
+
+
+@pytest.mark.parametrize("fmt", ["bsr", "csr"])
+@pytest.mark.parametrize("fuse_rows", [False, True])
+@pytest.mark.parametrize("poison", sorted(ATTENTION_POISON))
+def test_attention_propagates_nan_and_inf_to_exactly_the_rows_that_depend_on_it_as_sdpa(poison, fmt, fuse_rows):
+    """The rows that read the poison are SDPA's; every other row is SDPA's on clean inputs (SDPA's dense
+    mask would spread a NaN in a masked-out key to every row: NaN + -inf is NaN)."""
+    rng = np.random.default_rng(7)
+    layout = np.array([[True, False], [True, True]])  # key block 1 only reaches query block 1
+    clean = [rng.standard_normal((1, 1, 32, 8)).astype(np.float32) for _ in range(3)]
+    q, k, v = (x.copy() for x in clean)
+    operand, (row, col), value = ATTENTION_POISON[poison]
+    {"q": q, "k": k, "v": v}[operand][0, 0, row, col] = value
+    depends = dependent_rows(layout, 16, operand, row, 32, 32)[None, None, :, None]
+    expected = np.where(depends, sdpa(q, k, v, layout, 16), sdpa(*clean, layout, 16))
+    assert np.isnan(expected).any()  # every poison here reaches some row
+    out = ops.sparse_attention(q, k, v, layout, block=16, format=fmt, fuse_rows=fuse_rows)
+    same_non_finite(out, expected)
+    same_non_finite(attention_reference(q, k, v, layout, 16), expected, atol=1e-10)
+
+
+def test_a_query_row_with_no_key_stays_zero_and_its_neighbours_finite():
+    rng = np.random.default_rng(8)
+    layout = np.array([[False, False], [True, True]])
+    q, k, v = (rng.standard_normal((1, 1, 32, 8)).astype(np.float32) for _ in range(3))
+    out = ops.sparse_attention(q, k, v, layout, block=16)
+    assert (out[0, 0, :16] == 0).all() and np.isfinite(out).all()
+    assert (attention_reference(q, k, v, layout, 16)[0, 0, :16] == 0).all()
+
+
+# ------------------------------------------------------------------------------------------ spmm, sddmm
+def _matrix(seed=3):
+    A = sp.random(40, 30, density=0.15, format="csr", dtype=np.float32, random_state=seed)
+    A.data[:] = np.random.default_rng(seed).standard_normal(A.nnz).astype(np.float32)
+    A.data[0] = 0.0  # an explicit zero: 0 * nan is nan in torch.sparse.mm too
+    return A
+
+
+def _torch_csr(A, values=None):
+    return torch.sparse_csr_tensor(torch.from_numpy(A.indptr).long(), torch.from_numpy(A.indices).long(),
+                                   torch.from_numpy(A.data if values is None else values), A.shape)
+
+
+def test_spmm_in_csr_propagates_nan_and_inf_as_torch_sparse_mm():
+    A = _matrix()
+    B = np.random.default_rng(1).standard_normal((30, 8)).astype(np.float32)
+    B[A.indices[0], 1] = np.nan  # read by the explicit zero
+    B[5, :] = np.inf
+    B[9, 3] = -np.inf
+    expected = torch.sparse.mm(_torch_csr(A), torch.from_numpy(B)).numpy()
+    same_non_finite(ops.spmm(A, B), expected)
+    same_non_finite(A.astype(np.float64) @ B.astype(np.float64), expected)  # the float64 reference's product
+
+
+def test_spmm_nan_in_the_values_reaches_only_its_row():
+    A = _matrix()
+    A.data[7] = np.nan
+    B = np.random.default_rng(2).standard_normal((30, 4)).astype(np.float32)
+    expected = torch.sparse.mm(_torch_csr(A), torch.from_numpy(B)).numpy()
+    same_non_finite(ops.spmm(A, B), expected)
+
+
+@pytest.mark.xfail(strict=True, reason="padded formats multiply a padding slot's 0 by B's row: a NaN/Inf there "
+                                       "reaches rows that do not depend on it (docs/nan-semantics.md)")
+def test_spmm_in_a_padded_format_propagates_exactly_as_torch_sparse_mm():
+    A = _matrix()
+    B = np.random.default_rng(1).standard_normal((30, 8)).astype(np.float32)
+    B[0, :] = np.nan
+    same_non_finite(ops.spmm(A, B, format="ell"), torch.sparse.mm(_torch_csr(A), torch.from_numpy(B)).numpy())
+
+
+@pytest.mark.parametrize("fmt", ["csr", "bsr:4", "ell"])
+def test_sddmm_propagates_nan_and_inf_as_sampled_addmm(fmt):
+    A = _matrix()
+    rng = np.random.default_rng(4)
+    X, Y = rng.standard_normal((40, 8)).astype(np.float32), rng.standard_normal((30, 8)).astype(np.float32)
+    X[2, 3], Y[7, 0], Y[11, 2] = np.nan, np.inf, -np.inf
+    pattern = _torch_csr(A, np.ones(A.nnz, np.float32))
+    expected = torch.sparse.sampled_addmm(pattern, torch.from_numpy(X), torch.from_numpy(Y).T, beta=0.0)
+    expected = expected.values().numpy() * A.data
+    same_non_finite(ops.sddmm(A, X, Y, format=fmt).data, expected)
+
+
+# ------------------------------------------------------------------------------------------ conv, rgms
+def test_sparse_conv_propagates_a_nan_feature_to_exactly_the_outputs_it_feeds():
+    rng = np.random.default_rng(5)
+    coords = np.unique(rng.integers(0, 6, (60, 4)) * np.array([0, 1, 1, 1]), axis=0)
+    kmap = ops.kernel_map(coords, kernel_size=3)
+    features = rng.standard_normal((coords.shape[0], 4)).astype(np.float32)
+    features[3, 1], features[10, 0] = np.nan, np.inf
+    weight = rng.standard_normal((27, 4, 5)).astype(np.float32)
+    expected = conv_reference(kmap, features, weight).reference
+    assert np.isnan(expected).any()
+    same_non_finite(ops.sparse_conv3d(features, kmap, weight), expected)
+
+
+@pytest.mark.parametrize("fmt", ["relcsr", "csf"])
+def test_rgms_propagates_nan_and_inf_to_exactly_the_rows_that_read_them(fmt):
+    rng = np.random.default_rng(6)
+    adj = [sp.random(30, 30, density=0.1, format="csr", dtype=np.float32, random_state=s) for s in range(3)]
+    X = rng.standard_normal((30, 4)).astype(np.float32)
+    X[2, 1], X[0, :] = np.nan, np.inf
+    W = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    expected = rgms_reference(read_relational_input(adj), X, W).reference
+    assert np.isnan(expected).any()
+    same_non_finite(ops.rgms(adj, X, W, format=fmt), expected)
