@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .batched import BATCHED, BatchedKernel
 from .function import CompiledFunction, sidecar
 from .kernel import Kernel, load_kernel
 from .loader import cuda_available
+from .manifest import read_export_manifest
 
 
 def load(path):
@@ -34,19 +34,18 @@ def load(path):
     ------
     FileNotFoundError
         The manifest sidecar is missing.
+    ValueError
+        Anything read back is not what export wrote (``runtime.manifest``: the manifest's own digest,
+        version and schema, field by field; then the digests of the library and the structure, the
+        structure itself and, for attention, its block layout), naming the file and the field.
     """
     path = Path(path)
-    manifest = sidecar(path, ".json")
-    if not manifest.exists():
-        raise FileNotFoundError(f"{manifest} not found: export with Kernel.export(path) first")
-    meta = json.loads(manifest.read_text())
+    meta = read_export_manifest(sidecar(path, ".json"))  # sealed, versioned, every field checked
     if "kernel" in meta:
-        kernel = meta["kernel"] if isinstance(meta, dict) else None
-        spec = kernel.get("spec") if isinstance(kernel, dict) else None
-        if isinstance(spec, dict) and BATCHED in spec:
+        if BATCHED in meta["kernel"]["spec"]:
             return BatchedKernel.load(path)
         return load_kernel(path)
-    return CompiledFunction(path)
+    return CompiledFunction(path, verify=True)
 
 
 __all__ = ["BatchedKernel", "CompiledFunction", "Kernel", "cuda_available", "load"]

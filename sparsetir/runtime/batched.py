@@ -187,9 +187,10 @@ class BatchedKernel:
         except (OSError, ValueError, EOFError) as error:
             raise ValueError(f"{npz} is not a readable structure sidecar: {error}") from None
         layout = bound.pop(LAYOUT, None)
-        if layout is not None:
-            layout = check_layout_for(kernel["spec"], check_block_layout(layout, name=f"{npz}[{LAYOUT}]"),
-                                      f"{npz}[{LAYOUT}]")
+        if layout is None:
+            raise ValueError(f"{npz} lacks {LAYOUT} (the block layout the structure was built from)")
+        layout = check_layout_for(kernel["spec"], check_block_layout(layout, name=f"{npz}[{LAYOUT}]"),
+                                  f"{npz}[{LAYOUT}]")
         sizes = kernel.get("sizes")
         if not isinstance(sizes, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
                                                   for v in sizes.values()):

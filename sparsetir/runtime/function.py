@@ -13,11 +13,19 @@ import shutil
 from pathlib import Path
 
 from .loader import load_module
+from .manifest import (
+    LIBRARY_BYTES,
+    LIBRARY_SHA256,
+    MANIFEST_FORMAT,
+    SIDECAR_SHA256,
+    read_export_manifest,
+    write_export_manifest,
+)
 from .marshal import Marshalled, is_torch, kernel_argument
 from .signature import Signature
 
-MANIFEST_FORMAT = "sparsetir-function/1"
-LIBRARY_SHA256, SIDECAR_SHA256 = "library_sha256", "sidecar_sha256"  # manifest keys of the digests
+__all__ = ["LIBRARY_SHA256", "MANIFEST_FORMAT", "SIDECAR_SHA256", "CompiledFunction", "check_digest", "file_sha256",
+           "sidecar"]
 
 
 def sidecar(library: Path, suffix: str) -> Path:
@@ -32,9 +40,12 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_digest(path: Path, expected: str | None, what: str) -> None:
-    """``path``'s sha256 is ``expected`` (when one is recorded); a ValueError naming ``what`` otherwise."""
-    if expected is not None and file_sha256(path) != expected:
+def check_digest(path: Path, expected: str, what: str) -> None:
+    """``path``'s sha256 is ``expected`` (required: an export's manifest records every digest); a
+    ValueError naming ``what`` otherwise."""
+    if not isinstance(expected, str):
+        raise ValueError(f"{path}: its manifest records no sha256 for the {what}; export the kernel again")
+    if file_sha256(path) != expected:
         raise ValueError(f"{path} does not match the sha256 its manifest records for the {what}: the file was "
                          "changed or damaged after export; export the kernel again")
 
@@ -47,18 +58,24 @@ class CompiledFunction:
         manifest_path = sidecar(self.library, ".json")
         if not self.library.exists() or not manifest_path.exists():
             raise FileNotFoundError(f"{self.library} or its manifest {manifest_path.name} is missing")
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"{manifest_path} is not a readable manifest: {error}") from None
+        if verify:  # an export read back: the sealed manifest's schema, then the library it describes
+            manifest = read_export_manifest(manifest_path)
+            if self.library.stat().st_size != manifest[LIBRARY_BYTES]:
+                raise ValueError(f"{self.library} has {self.library.stat().st_size} bytes but its manifest records "
+                                 f"{manifest[LIBRARY_BYTES]} (field {LIBRARY_BYTES!r}): the library is truncated or "
+                                 "was replaced; export the kernel again")
+            check_digest(self.library, manifest[LIBRARY_SHA256], "library")
+        else:
+            try:
+                manifest = json.loads(manifest_path.read_text())
+            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise ValueError(f"{manifest_path} is not a readable manifest: {error}") from None
         if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
             found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
             raise ValueError(f"{self.library} is not a sparsetir compiled function ({found})")
         missing = [key for key in ("name", "device", "signature", "source_suffix") if key not in manifest]
         if missing:
             raise ValueError(f"{manifest_path} lacks {missing}")
-        if verify:  # an export read back: the library must be the one the manifest describes
-            check_digest(self.library, manifest.get(LIBRARY_SHA256), "library")
         self.manifest = manifest
         self.name: str = manifest["name"]
         self.device: str = manifest["device"]
@@ -133,10 +150,10 @@ class CompiledFunction:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.library, path)
-        extra = {LIBRARY_SHA256: file_sha256(path), **extra}
+        extra = {LIBRARY_SHA256: file_sha256(path), LIBRARY_BYTES: path.stat().st_size, **extra}
         suffix = self.manifest["source_suffix"]
         shutil.copyfile(sidecar(self.library, suffix), sidecar(path, suffix))
-        sidecar(path, ".json").write_text(json.dumps({**self.manifest, **extra}, indent=1))
+        write_export_manifest(sidecar(path, ".json"), {**self.manifest, **extra})
         return path
 
     def __repr__(self) -> str:

@@ -32,6 +32,17 @@ def evaluate(expression: str, sizes: dict) -> int:
     return _parsed(expression)(sizes)
 
 
+def evaluate_check(expression: str) -> str | None:
+    """Why ``expression`` is no shape expression :func:`evaluate` can read (None when it is one)."""
+    if len(expression) > 200:
+        return f"is a shape expression of {len(expression)} characters"
+    try:
+        _parsed(expression)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return f"is not a shape expression (sizes, integers, +, -, *, //): {expression!r}"
+    return None
+
+
 @functools.cache
 def _parsed(expression: str):
     """``expression`` parsed once into a function of the sizes (a kernel call evaluates a few each time)."""
