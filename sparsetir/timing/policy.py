@@ -69,10 +69,12 @@ class TimingPolicy:
         Refuse to time (``MachineBusyError``, naming what is busy) when the machine check
         (:mod:`sparsetir.timing.machine`) finds the machine busy before the first round.
     processes : int
-        Fresh worker processes a case runner times each case in (:mod:`sparsetir.bench.workers`);
-        the samples, the minimum and the time cap are split between them (:meth:`for_process`).
-        ``time_interleaved`` itself always runs in the calling process; the workflow's configs
-        set 3.
+        Fresh worker processes a case runner times each case in (:mod:`sparsetir.bench.workers`,
+        each with its own warm-up and sentinel baseline, interleaving all contenders); the
+        samples, the minimum and the time cap are split between them (:meth:`for_process`), and
+        the records pool them. ``time_interleaved`` itself always runs in the calling process:
+        inside a worker (:func:`set_worker_share`) a policy with ``processes > 1`` takes that worker's
+        share, elsewhere it runs whole. Default 1; the workflow's configs set 3.
     """
 
     flush: bool = True
@@ -134,11 +136,13 @@ class TimingPolicy:
         return dataclasses.asdict(self)
 
 
-    def for_process(self, index: int) -> TimingPolicy:
-        """The share of worker process ``index`` (0-based) of ``processes``: the samples, the
-        minimum and the time cap split between them (the first ones take a remainder), a seed
-        of its own, and ``processes=1``."""
-        count = self.processes
+    def for_process(self, index: int, count: int | None = None) -> TimingPolicy:
+        """The share of worker process ``index`` (0-based) of ``count`` (default ``processes``):
+        the samples, the minimum and the time cap split between them (the first ones take a
+        remainder), a seed of its own, and ``processes=1``."""
+        count = self.processes if count is None else count
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"process count must be an int >= 1, got {count!r}")
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
             raise ValueError(f"process index must lie in 0..{count - 1}, got {index!r}")
 
@@ -148,6 +152,37 @@ class TimingPolicy:
         return self.replace(samples=share(self.samples), min_samples=share(self.min_samples),
                             max_time_s=None if self.max_time_s is None else self.max_time_s / count,
                             seed=self.seed + index, processes=1)
+
+
+_worker: tuple[int, int] | None = None
+
+
+def set_worker_share(index: int, count: int) -> None:
+    """Mark this process as worker ``index`` (0-based) of the ``count`` a case is timed in
+    (``sparsetir.bench.workers`` does, in each worker it starts): from now on every policy with
+    ``processes > 1`` is timed as its :meth:`TimingPolicy.for_process` share (:func:`share_of`);
+    a policy with ``processes == 1`` (the tuner's) runs whole."""
+    global _worker
+    TimingPolicy(processes=count).for_process(index)  # the same checks, ValueError naming the value
+    _worker = (index, count)
+
+
+def clear_worker_share() -> None:
+    """Leave worker mode: every policy runs whole again."""
+    global _worker
+    _worker = None
+
+
+def worker_share() -> tuple[int, int] | None:
+    """``(index, count)`` inside a case's worker process, else None."""
+    return _worker
+
+
+def share_of(policy: TimingPolicy) -> TimingPolicy:
+    """``policy`` as this process times it: its worker share inside a worker when ``processes > 1``."""
+    if _worker is None or policy.processes == 1:
+        return policy
+    return policy.for_process(_worker[0], _worker[1])
 
 
 DEFAULT = TimingPolicy()

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from .interference import Sentinel, interference_report
-from .policy import DEFAULT, TimingPolicy
+from .policy import DEFAULT, TimingPolicy, share_of
 
 DEFAULT_LLC_BYTES = 32 << 20  # used when sysfs does not say (the flush is then 64 MiB)
 CUDA_FLUSH_BYTES = 256 << 20
@@ -175,8 +175,10 @@ def time_interleaved(fns: Mapping[str, Callable[[], object]], policy: TimingPoli
     (all callables and flushes together), estimated from the warm-up probe, then from the rounds'
     measured time. ``changes`` are fields of :class:`TimingPolicy` that override ``policy`` for
     this call. ``policy.strict`` raises ``MachineBusyError`` on a busy machine before any call.
+    Inside one of a case's worker processes (``policy.set_worker_share``) a policy with
+    ``processes > 1`` is timed as that worker's share of the samples.
     """
-    policy = policy.replace(**changes) if changes else policy
+    policy = share_of(policy.replace(**changes) if changes else policy)
     if not fns:
         raise ValueError("time_interleaved needs at least one callable")
     if policy.strict:

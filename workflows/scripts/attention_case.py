@@ -97,9 +97,11 @@ def summary(records: list[dict]) -> str:
 
 if "snakemake" in globals():
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from case_workers import run_step
     from step_log import output_to_log
 
     with output_to_log(snakemake.log[0]):
-        main(output=Path(snakemake.output[0]), seq=int(snakemake.wildcards.seq), settings=snakemake.params.settings,
-             timing=snakemake.params.timing, device=snakemake.params.device, seed=snakemake.params.seed,
-             threads=snakemake.threads)
+        run_step(__file__, main, dict(
+            seq=int(snakemake.wildcards.seq), settings=snakemake.params.settings, timing=snakemake.params.timing,
+            device=snakemake.params.device, seed=snakemake.params.seed, threads=snakemake.threads),
+            output=Path(snakemake.output[0]), timing=snakemake.params.timing)

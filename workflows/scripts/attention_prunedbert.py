@@ -60,9 +60,11 @@ def main(*, output: Path, settings: dict, timing: dict, device: str, seed: int, 
 
 if "snakemake" in globals():
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from case_workers import run_step
     from step_log import output_to_log
 
     with output_to_log(snakemake.log[0]):
-        main(output=Path(snakemake.output[0]), settings=snakemake.params.settings, timing=snakemake.params.timing,
-             device=snakemake.params.device, seed=snakemake.params.seed, threads=snakemake.threads,
-             data=snakemake.params.data)
+        run_step(__file__, main, dict(
+            settings=snakemake.params.settings, timing=snakemake.params.timing, device=snakemake.params.device,
+            seed=snakemake.params.seed, threads=snakemake.threads, data=snakemake.params.data),
+            output=Path(snakemake.output[0]), timing=snakemake.params.timing)

@@ -88,9 +88,12 @@ def main(*, cloud: str, voxel_size: float, output: Path, settings: dict, data: d
 
 if "snakemake" in globals():
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from case_workers import run_step
     from step_log import output_to_log
 
     with output_to_log(snakemake.log[0]):
-        main(cloud=snakemake.params.cloud, voxel_size=snakemake.params.voxel_size, output=Path(snakemake.output[0]),
-             settings=snakemake.params.settings, data=snakemake.params.data, seed=snakemake.params.seed,
-             threads=snakemake.threads, timing=snakemake.params.timing)
+        run_step(__file__, main, dict(
+            cloud=snakemake.params.cloud, voxel_size=snakemake.params.voxel_size, settings=snakemake.params.settings,
+            data=snakemake.params.data, seed=snakemake.params.seed, threads=snakemake.threads,
+            timing=snakemake.params.timing), output=Path(snakemake.output[0]),
+            timing=snakemake.params.settings.get("timing") or snakemake.params.timing)

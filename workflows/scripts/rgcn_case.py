@@ -78,9 +78,11 @@ def main(*, dataset: str, output: Path, settings: dict, data: dict, seed: int, t
 
 if "snakemake" in globals():
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from case_workers import run_step
     from step_log import output_to_log
 
     with output_to_log(snakemake.log[0]):
-        main(dataset=snakemake.params.dataset, output=Path(snakemake.output[0]), settings=snakemake.params.settings,
-             data=snakemake.params.data, seed=snakemake.params.seed, threads=snakemake.threads,
-             timing=snakemake.params.timing)
+        run_step(__file__, main, dict(
+            dataset=snakemake.params.dataset, settings=snakemake.params.settings, data=snakemake.params.data,
+            seed=snakemake.params.seed, threads=snakemake.threads, timing=snakemake.params.timing),
+            output=Path(snakemake.output[0]), timing=snakemake.params.settings.get("timing") or snakemake.params.timing)

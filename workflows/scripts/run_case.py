@@ -74,12 +74,14 @@ def summary(records: list[dict]) -> str:
 
 if "snakemake" in globals():
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from case_workers import run_step
     from step_log import output_to_log
 
     with output_to_log(snakemake.log[0]):
-        main(dataset_json=Path(snakemake.input.dataset), output=Path(snakemake.output[0]),
-             tuned_json=Path(snakemake.input.tuned) if "tuned" in snakemake.input.keys() else None,
-             experiment=snakemake.wildcards.experiment, dataset=snakemake.params.dataset,
-             feat=int(snakemake.wildcards.feat), settings=snakemake.params.settings, hyb=snakemake.params.hyb,
-             timing=snakemake.params.timing, device=snakemake.params.device, seed=snakemake.params.seed,
-             threads=snakemake.threads)
+        run_step(__file__, main, dict(
+            dataset_json=Path(snakemake.input.dataset),
+            tuned_json=Path(snakemake.input.tuned) if "tuned" in snakemake.input.keys() else None,
+            experiment=snakemake.wildcards.experiment, dataset=snakemake.params.dataset,
+            feat=int(snakemake.wildcards.feat), settings=snakemake.params.settings, hyb=snakemake.params.hyb,
+            timing=snakemake.params.timing, device=snakemake.params.device, seed=snakemake.params.seed,
+            threads=snakemake.threads), output=Path(snakemake.output[0]), timing=snakemake.params.timing)

@@ -4,8 +4,12 @@ The timer measures the contenders of a case round by round (``timing.time_interl
 sample ``i`` of every contender comes from the same round, under the same machine state. A
 speedup is the ratio of the medians, ``median(reference) / median(contender)``; its interval
 resamples the rounds (pairs kept together) ``BOOTSTRAP`` times and takes the 5th and 95th
-percentiles of the ratio (a 90% interval). Samples of unequal counts (records from different
-runs) are resampled independently. A geometric mean over cases resamples every case at once.
+percentiles of the ratio (a 90% interval). When the rounds come from several worker processes
+(``groups``: each process's round count, from the records' ``stats["processes"]``), each
+replicate first draws the processes with replacement, then rounds within each drawn process, so
+the interval holds what changes between processes as well as within one (a two-level
+bootstrap). Samples of unequal counts (records from different runs) are resampled
+independently. A geometric mean over cases resamples every case at once.
 
 A speedup whose interval lies above 1 is a **win**, below 1 a **loss**, and one that straddles
 1 a **tie**: on this machine the p80/p20 spread of one case's timings is often 1.5x or more,
@@ -63,8 +67,17 @@ def _samples(values) -> np.ndarray | None:
 
 
 def _resampled_ratios(reference: np.ndarray, contender: np.ndarray, rng: np.random.Generator,
-                      count: int) -> np.ndarray:
+                      count: int, groups: Sequence[int] | None = None) -> np.ndarray:
     """``count`` bootstrap replicates of ``median(reference) / median(contender)``."""
+    if groups is not None and len(groups) > 1 and reference.size == contender.size == sum(groups):
+        starts = np.cumsum([0, *groups[:-1]])
+        sizes = np.asarray(groups)
+        replicates = np.empty(count)
+        for replicate in range(count):  # processes with replacement, then rounds within each
+            drawn = rng.integers(0, len(groups), size=len(groups))
+            index = np.concatenate([starts[g] + rng.integers(0, sizes[g], size=sizes[g]) for g in drawn])
+            replicates[replicate] = np.median(reference[index]) / np.median(contender[index])
+        return replicates
     if reference.size == contender.size:  # interleaved rounds: resample the pairs together
         index = rng.integers(0, reference.size, size=(count, reference.size))
         return np.median(reference[index], axis=1) / np.median(contender[index], axis=1)
@@ -79,15 +92,17 @@ def _bounds(replicates: np.ndarray) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def ratio_interval(reference_samples, contender_samples, *, seed: int = SEED, count: int = BOOTSTRAP) -> Interval:
-    """The speedup of a contender over a reference from their timing samples (seconds)."""
+def ratio_interval(reference_samples, contender_samples, *, seed: int = SEED, count: int = BOOTSTRAP,
+                   groups: Sequence[int] | None = None) -> Interval:
+    """The speedup of a contender over a reference from their timing samples (seconds); ``groups``:
+    the rounds per worker process, in order, when both come from the same processes."""
     reference, contender = _samples(reference_samples), _samples(contender_samples)
     if reference is None or contender is None:
         return NAN
     value = float(np.median(reference) / np.median(contender))
     if reference.size < 2 or contender.size < 2:
         return Interval(value, math.nan, math.nan)
-    low, high = _bounds(_resampled_ratios(reference, contender, np.random.default_rng(seed), count))
+    low, high = _bounds(_resampled_ratios(reference, contender, np.random.default_rng(seed), count, groups))
     return Interval(value, min(low, value), max(high, value))
 
 
@@ -105,17 +120,19 @@ def number_cell(value, digits: int = 2) -> str:
 
 
 def geomean_interval(pairs: Sequence[tuple], *, seed: int = SEED, count: int = BOOTSTRAP) -> Interval:
-    """The geometric mean of the speedups of ``(reference_samples, contender_samples)`` pairs, with
-    an interval that resamples every case in each replicate. Pairs without samples are skipped."""
+    """The geometric mean of the speedups of ``(reference_samples, contender_samples)`` pairs (or
+    ``(reference_samples, contender_samples, groups)``), with an interval that resamples every case
+    in each replicate. Pairs without samples are skipped."""
     rng = np.random.default_rng(seed)
     logs, replicate_logs = [], []
-    for reference_samples, contender_samples in pairs:
+    for reference_samples, contender_samples, *rest in pairs:
+        groups = rest[0] if rest else None
         reference, contender = _samples(reference_samples), _samples(contender_samples)
         if reference is None or contender is None:
             continue
         logs.append(math.log(np.median(reference) / np.median(contender)))
         if reference.size >= 2 and contender.size >= 2:
-            replicate_logs.append(np.log(_resampled_ratios(reference, contender, rng, count)))
+            replicate_logs.append(np.log(_resampled_ratios(reference, contender, rng, count, groups)))
         else:
             replicate_logs.append(np.full(count, logs[-1]))
     if not logs:

@@ -181,6 +181,13 @@ def read_summary(path: str | Path) -> dict:
     return summary
 
 
+def worker_groups(reference_stats: dict, contender_stats: dict) -> list[int] | None:
+    """The rounds per worker process when both stats come from the same worker processes (the
+    records of ``sparsetir.bench.workers``): the two-level bootstrap of ``intervals``; else None."""
+    groups = [[int(p["n"]) for p in (stats.get("processes") or [])] for stats in (reference_stats, contender_stats)]
+    return groups[0] if len(groups[0]) > 1 and groups[0] == groups[1] else None
+
+
 def default_case_key(record: dict) -> tuple:
     return (record.get("device"), record.get("dataset"), record.get("feat"))
 
@@ -256,8 +263,9 @@ def summary_from_records(records: list[dict], experiment: str, title: str, *, ju
             if versus is None:
                 cases.append(case_row(label, contender, "n/a", ratio_interval(None, None), **judged_by))
                 continue
-            pair = (timed[versus]["stats"]["samples"], record["stats"]["samples"])
-            interval = ratio_interval(*pair)
+            pair = (timed[versus]["stats"]["samples"], record["stats"]["samples"],
+                    worker_groups(timed[versus]["stats"], record["stats"]))
+            interval = ratio_interval(*pair[:2], groups=pair[2])
             cases.append(case_row(label, contender, versus, interval, **judged_by))
             per_contender.setdefault((contender, key[0]), []).append((pair, interval))
     headline = [headline_row(contender, _versus(reference, libraries, judged, device),
