@@ -304,7 +304,16 @@ def _state(graph: SageGraph, settings: SageSettings, seed: int) -> dict:
 
 
 def _block_arrays(batch) -> list:
-    return [(block.indptr.numpy(), block.indices.numpy(), block.num_cols, block.num_rows) for block in batch.blocks]
+    return [(block.indptr.numpy().astype(np.int64), block.indices.numpy().astype(np.int64), block.num_cols,
+             block.num_rows) for block in batch.blocks]
+
+
+def _contender_blocks(contender, batch) -> list:
+    """A batch's blocks as ``contender`` takes them: sparsetir's are the sampler's own (with their
+    proofs of validity), the baselines' their structure types built from the same arrays."""
+    if isinstance(contender, SparsetirSage):
+        return list(batch.blocks)
+    return contender.blocks(_block_arrays(batch))
 
 
 def _setup(run: _Run, graph: SageGraph, mode: str, settings: SageSettings, state: dict, epoch_batches) -> None:
@@ -331,7 +340,7 @@ def _setup(run: _Run, graph: SageGraph, mode: str, settings: SageSettings, state
         return
     run.full = run.contender.full_graph(graph.adj_t)
     if mode == "minibatch":
-        run.batches = [[(torch.from_numpy(batch.n_id), run.contender.blocks(_block_arrays(batch)),
+        run.batches = [[(torch.from_numpy(batch.n_id), _contender_blocks(run.contender, batch),
                          torch.from_numpy(batch.seeds)) for batch in batches] for batches in epoch_batches]
     run.setup_s = time.perf_counter() - started
 

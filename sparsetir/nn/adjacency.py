@@ -28,14 +28,19 @@ __all__ = ["Adjacency", "as_adjacency"]
 
 class Adjacency(NamedTuple):
     """adj_t in CSR: ``indptr`` (targets + 1), ``indices`` (source of each entry), ``values`` (edge
-    weights in CSR order, ``None``: ones), ``num_cols`` (source nodes) and ``reduce``: ``"sum"``
-    (values as given) or ``"mean"`` (already divided by each row's degree)."""
+    weights in CSR order, ``None``: ones), ``num_cols`` (source nodes), ``reduce``: ``"sum"``
+    (values as given) or ``"mean"`` (already divided by each row's degree), and ``proof``: what
+    :class:`~sparsetir.nn.NeighborSampler` attaches to the blocks it builds (valid by
+    construction, with the transpose the backward needs; ``ops.torch_ops.sample_structure``). The
+    ops honour it only for the tensors it was made for, unmodified; any other structure is
+    validated."""
 
     indptr: Tensor
     indices: Tensor
     values: Tensor | None
     num_cols: int
     reduce: str = "sum"
+    proof: object = None
 
     @property
     def num_rows(self) -> int:
@@ -49,7 +54,7 @@ class Adjacency(NamedTuple):
         scale = torch.repeat_interleave(1.0 / degree.clamp(min=1).to(dtype), degree,
                                         output_size=self.indices.shape[0])
         values = scale if self.values is None else self.values.to(dtype) * scale
-        return Adjacency(self.indptr, self.indices, values, self.num_cols, "mean")
+        return Adjacency(self.indptr, self.indices, values, self.num_cols, "mean", self.proof)
 
     def weights(self, dtype: torch.dtype) -> Tensor:
         """The values the SpMM takes (ones where none are stored)."""

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..ops import torch_ops
 from .adjacency import Adjacency, as_adjacency
 
 __all__ = ["GraphSAGE", "SAGEConv"]
@@ -190,6 +191,8 @@ class SAGEConv(nn.Module):
 def _spmm(adj: Adjacency, x: Tensor, format: str = "csr") -> Tensor:
     if x.shape[0] != adj.num_cols:
         raise ValueError(f"the structure has {adj.num_cols} source nodes but the features have {x.shape[0]} rows")
+    if adj.proof is not None:
+        torch_ops.adopt(adj.proof, adj.indptr, adj.indices)  # a sampled block: valid by construction
     return torch.ops.sparsetir.spmm(adj.indptr, adj.indices, adj.weights(x.dtype), x, adj.num_cols, False, format)
 
 

@@ -6,7 +6,10 @@ draws, for every target node, ``fanout`` distinct in-neighbours uniformly (all o
 has at most ``fanout``; ``-1``: all), with Floyd's algorithm run for all rows at once: ``fanout``
 vectorised steps, no loop over nodes. Each hop gives one block (``adj_t`` in CSR): its targets
 are the nodes so far, its sources those plus the new neighbours, in order of first appearance
-(targets first, as DGL's message-flow graphs and PyG's bipartite layers expect).
+(targets first, as DGL's message-flow graphs and PyG's bipartite layers expect). A block's
+``indptr``/``indices`` are int32 where the sizes fit (the kernels' index dtype) and it carries a
+proof of validity with its transpose (``Adjacency.proof``), so the ops bind it without validating,
+converting or transposing it again; an edited block loses the proof and is validated.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ..formats.matrix import INT32_LIMIT
+from ..ops import torch_ops
 from .adjacency import Adjacency
 
 __all__ = ["MiniBatch", "NeighborSampler", "sample_neighbors"]
@@ -43,7 +48,7 @@ class MiniBatch:
         for block in self.blocks:
             degree = block.indptr[1:] - block.indptr[:-1]
             targets = torch.repeat_interleave(torch.arange(block.num_rows, dtype=torch.int64), degree)
-            out.append((torch.stack([block.indices, targets]), (block.num_cols, block.num_rows)))
+            out.append((torch.stack([block.indices.long(), targets]), (block.num_cols, block.num_rows)))
         return out
 
 
@@ -76,6 +81,17 @@ def sample_neighbors(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray,
             chosen[:, step] = np.where(repeat, top, t)
         positions[(out_ptr[rows][:, None] + np.arange(k)).ravel()] = (starts[rows][:, None] + chosen).ravel()
     return take.astype(np.int64), indices[positions]
+
+
+def _block(taken: np.ndarray, sources: np.ndarray, num_sources: int) -> Adjacency:
+    """One block, adj_t in CSR (row = target, ``taken[i]`` entries each), in the kernels' index dtype
+    (int32 where the sizes fit), with its proof of validity: the CSR is valid by construction
+    (cumulative counts, local ids below ``num_sources``), and the proof carries its transpose."""
+    index = np.int32 if max(sources.size, num_sources, taken.size + 1) <= INT32_LIMIT else np.int64
+    indptr = np.zeros(taken.size + 1, dtype=index)
+    np.cumsum(taken, out=indptr[1:])
+    indptr_t, indices_t, proof = torch_ops.sample_structure(indptr, sources.astype(index), num_sources)
+    return Adjacency(indptr_t, indices_t, None, num_sources, proof=proof)
 
 
 class NeighborSampler:
@@ -132,9 +148,7 @@ class NeighborSampler:
                     local[fresh] = np.arange(count, count + fresh.size)
                     nodes.append(fresh)
                     count += fresh.size
-                indptr = np.zeros(targets.size + 1, dtype=np.int64)
-                np.cumsum(taken, out=indptr[1:])
-                blocks.append(Adjacency(torch.from_numpy(indptr), torch.from_numpy(local[neighbours]), None, count))
+                blocks.append(_block(taken, local[neighbours], count))
             n_id = np.concatenate(nodes)
         finally:
             for part in nodes:

@@ -57,12 +57,14 @@ import torch
 from torch import Tensor
 
 from ..formats import CSRMatrix, parse_format, read_sparse_input
+from ..formats.matrix import INT32_LIMIT, choose_index_dtype
+from ..runtime.kernel import Kernel
 from ..runtime.validate import check_indices, check_indptr
 from .sddmm import SDDMM, compile_sddmm
 from .spmm import SPMM, compile_spmm
 
-__all__ = ["CACHED_STRUCTURES", "canonical_order", "clear_cache", "format_string", "sddmm_torch", "spmm_torch",
-           "stats"]
+__all__ = ["CACHED_STRUCTURES", "adopt", "canonical_order", "clear_cache", "format_string", "sample_structure",
+           "sddmm_torch", "spmm_torch", "stats"]
 
 #: How many structures (with their kernels) the cache holds, least recently used dropped first.
 CACHED_STRUCTURES = 24
@@ -86,6 +88,7 @@ class _Structure:
     transposed: tuple | None = None  # (A^T as CSRMatrix, order: entry p of A^T is entry order[p] of A)
     permuted: tuple = ()  # the values last permuted into A^T's order: (ref, version, copy, permuted)
     extras: dict = field(default_factory=dict)  # what other ops derive from this structure (torch_rgms.py)
+    sampled: bool = False  # valid by construction (sample_structure), never validated
 
     def same_objects(self, indptr: Tensor, indices: Tensor) -> bool:
         if not self.seen:
@@ -159,7 +162,8 @@ def _structure(indptr: Tensor, indices: Tensor, num_cols: int) -> _Structure:
         host_ptr, host_idx = _host_index(indptr), _host_index(indices)
         check_indptr(host_ptr, name="indptr", rows=rows, nnz=nnz)
         check_indices(host_idx, name="indices", length=num_cols)
-        matrix = CSRMatrix((rows, num_cols), host_ptr, host_idx, np.ones(nnz, np.float32))
+        matrix = CSRMatrix((rows, num_cols), _narrowed(host_ptr, num_cols), _narrowed(host_idx, num_cols),
+                           np.ones(nnz, np.float32))
         if indptr.device.type == "cpu" and indptr.dtype == torch.int64 and indices.dtype == torch.int64:
             reference = (torch.from_numpy(host_ptr), torch.from_numpy(host_idx))
         else:
@@ -173,6 +177,66 @@ def _structure(indptr: Tensor, indices: Tensor, num_cols: int) -> _Structure:
         while len(_STRUCTURES) > CACHED_STRUCTURES:
             _STRUCTURES.popitem(last=False)
         return record
+
+
+def _narrowed(array: np.ndarray, num_cols: int) -> np.ndarray:
+    """A validated index array in int32 where the structure fits (the kernels' index dtype), read-only."""
+    if array.dtype != np.int32 and max(array.shape[0], num_cols, int(array[-1]) if array.size else 0) <= INT32_LIMIT:
+        array = array.astype(np.int32)
+    array.flags.writeable = False
+    return array
+
+
+def sample_structure(indptr: np.ndarray, indices: np.ndarray, num_cols: int) -> tuple[Tensor, Tensor, _Structure]:
+    """A structure valid by construction (``nn.NeighborSampler``'s blocks): ``(indptr, indices, proof)``.
+
+    ``indptr``/``indices`` (numpy, int32 where the sizes fit) must already be a valid CSR with
+    ``num_cols`` columns: the caller built them (the sampler's cumulative sums and local ids), so
+    they are not validated. The proof holds its own copies with A^T (a linear counting sort) and
+    the order of A's entries in it; :func:`adopt` gives it to the ops for the two tensors returned,
+    as long as they are those objects, unmodified (their version counters). Anything else (a user's
+    tensors, an edited block) is validated as usual.
+    """
+    rows, nnz = indptr.shape[0] - 1, indices.shape[0]
+    if indptr.ndim != 1 or indices.ndim != 1 or int(indptr[-1]) != nnz:
+        raise ValueError("sample_structure needs a CSR (indptr ending at the number of indices)")
+    own_ptr, own_idx = np.array(indptr, copy=True), np.array(indices, copy=True)
+    positions = sp.csr_matrix((np.arange(nnz, dtype=np.int64), own_idx, own_ptr), shape=(rows, num_cols)).tocsc()
+    t_ptr = positions.indptr.astype(own_ptr.dtype, copy=False)
+    t_idx = positions.indices.astype(own_idx.dtype, copy=False)
+    for array in (own_ptr, own_idx, t_ptr, t_idx):
+        array.flags.writeable = False
+    proof = _Structure(rows, num_cols, torch.device("cpu"), CSRMatrix((rows, num_cols), own_ptr, own_idx,
+                       np.ones(nnz, np.float32)), _read_only_tensors(own_ptr, own_idx), sampled=True)
+    proof.transposed = (CSRMatrix((num_cols, rows), t_ptr, t_idx, np.ones(nnz, np.float32)),
+                        torch.from_numpy(np.asarray(positions.data, dtype=np.int64)))
+    user_ptr, user_idx = torch.from_numpy(indptr), torch.from_numpy(indices)
+    proof.remember(user_ptr, user_idx)
+    return user_ptr, user_idx, proof
+
+
+def _read_only_tensors(*arrays: np.ndarray) -> tuple:
+    import warnings  # noqa: PLC0415 - only here
+
+    with warnings.catch_warnings():  # torch shares the (read-only) memory; the record only reads it
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return tuple(torch.from_numpy(a) for a in arrays)
+
+
+def adopt(proof, indptr: Tensor, indices: Tensor) -> bool:
+    """Give the ops a :func:`sample_structure` proof for these tensors; True when it applies (the
+    same tensor objects, unmodified since sampling). A proof for other or edited tensors is ignored:
+    the ops then validate them like any structure."""
+    if not (type(proof) is _Structure and proof.sampled and proof.same_objects(indptr, indices)):
+        return False
+    with _LOCK:
+        key = id(proof)
+        if key not in _STRUCTURES:
+            _STRUCTURES[key] = proof
+            while len(_STRUCTURES) > CACHED_STRUCTURES:
+                _STRUCTURES.popitem(last=False)
+        _STRUCTURES.move_to_end(key)
+    return True
 
 
 def canonical_order(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -226,8 +290,8 @@ def _transposed(record: _Structure) -> tuple:
         positions = sp.csr_matrix((np.arange(matrix.nnz, dtype=np.int64), matrix.indices, matrix.indptr),
                                   shape=(rows, cols)).tocsc()
         order = np.asarray(positions.data, dtype=np.int64)
-        transposed = CSRMatrix((cols, rows), positions.indptr.astype(np.int64), positions.indices.astype(np.int64),
-                               np.ones(matrix.nnz, np.float32))
+        transposed = CSRMatrix((cols, rows), positions.indptr.astype(matrix.indptr.dtype),
+                               positions.indices.astype(matrix.indices.dtype), np.ones(matrix.nnz, np.float32))
         record.transposed = (transposed, torch.from_numpy(order).to(record.device))
     return record.transposed
 
@@ -245,20 +309,49 @@ def _kernel(record: _Structure, op: str, feat: int, dtype: torch.dtype, transpos
             return kernel
         options = json.loads(knobs) if knobs else {}
         dtype_name = str(dtype).replace("torch.", "")
-        if op == "spmm":
+        kernel = _bound_csr_kernel(record, op, feat, dtype_name, transpose_a, fmt, options, target, device)
+        if kernel is None and op == "spmm":
             started = time.perf_counter()
             matrix = _transposed(record)[0] if transpose_a else record.matrix
             transpose_s = time.perf_counter() - started
             kernel = compile_spmm(matrix, feat, format=fmt, target=_target_of(target, device), dtype=dtype_name,
                                   **options)
             kernel.timings["convert_s"] += transpose_s
-        else:
+        elif kernel is None:
             kernel = compile_sddmm(_canonical(record)[0], feat, format=fmt, target=_target_of(target, device),
                                    dtype=dtype_name, **options)
         _STATS.kernels += 1
         _STATS.compile_s += kernel.timings.get("compile_s", 0.0)
         _STATS.convert_s += kernel.timings.get("convert_s", 0.0)
         record.kernels[key] = kernel
+    return kernel
+
+
+_TEMPLATES: dict = {}  # (feat, dtype, idtype, target) -> a CSR SpMM kernel whose compiled function others share
+
+
+def _bound_csr_kernel(record: _Structure, op: str, feat: int, dtype: str, transpose_a: bool, fmt: str,
+                      options: dict, target: str, device: torch.device):
+    """A CSR SpMM kernel bound to the record's own (validated or sampled) int32 arrays, sharing the
+    compiled function of one template per (feat, dtype, target): no conversion or copy per
+    structure. None where that does not apply (another op or format, knobs, int64 sizes)."""
+    if op != "spmm" or fmt.strip().lower() != "csr" or options or device.type != "cpu":
+        return None
+    matrix = _transposed(record)[0] if transpose_a else record.matrix
+    (m, n), nnz = matrix.shape, matrix.nnz
+    idtype = choose_index_dtype(m + 1, n + 1, nnz, m * feat, n * feat)
+    if idtype != "int32" or matrix.indptr.dtype != np.int32 or matrix.indices.dtype != np.int32:
+        return None
+    key = (feat, dtype, target)
+    template = _TEMPLATES.get(key)
+    if template is None:
+        empty = CSRMatrix((1, 1), np.zeros(2, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
+        template = _TEMPLATES[key] = compile_spmm(empty, feat, format="csr", target=_target_of(target, device),
+                                                  dtype=dtype, index_dtype="int32")
+    values = np.ones(nnz, np.float32)  # a placeholder: the custom op passes the values on every call
+    kernel = Kernel(template.function, template.spec,
+                    {"J_indptr": matrix.indptr, "J_indices": matrix.indices, "A": values}, {"m": m, "n": n, "nnz": nnz})
+    kernel.timings = {"convert_s": 0.0, "compile_s": 0.0}
     return kernel
 
 
