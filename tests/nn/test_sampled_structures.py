@@ -76,7 +76,7 @@ def test_gradcheck_through_sampled_structures():
         weights = torch.rand(block.indices.shape[0], dtype=torch.float64, requires_grad=True)
         x = torch.randn(block.num_cols, 3, dtype=torch.float64, requires_grad=True)
         structured = Adjacency(block.indptr, block.indices, weights, block.num_cols, proof=block.proof)
-        assert torch.autograd.gradcheck(lambda w, x: _spmm(structured._replace(values=w), x), (weights, x))
+        assert torch.autograd.gradcheck(lambda w, x, s=structured: _spmm(s._replace(values=w), x), (weights, x))
 
 
 @pytest.mark.parametrize("seeds", [np.zeros(0, np.int64), np.array([5]), np.array([0, 1])], ids=["empty", "one", "two"])
