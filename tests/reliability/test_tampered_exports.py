@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparsetir.runtime as runtime
-from sparsetir.runtime.manifest import seal
 from sparsetir.ops import compile_sddmm, compile_spmm
+from sparsetir.runtime.manifest import seal
 
 A = sp.random(40, 30, density=0.2, format="csr", dtype=np.float32, random_state=0)
 B = np.random.default_rng(0).standard_normal((30, 8)).astype(np.float32)
