@@ -127,12 +127,41 @@ def measure_machine(timing: TimingPolicy, *, feats=GATHER_FEATS, threads: int | 
             # bytes moved: each gathered row is read and written; a CSR kernel only reads it (into
             # registers), so counting the gather's reads alone would make the model too slow to be a bound
             machine.gather[level][feat] = 2 * GATHER_INDICES * feat * 4 / fastest
+    machine.fma_flops = _fma_rate(torch, timing)
+    return machine
+
+
+def _fma_rate(torch, timing: TimingPolicy) -> float:
     a, b = torch.ones(1024, 1024), torch.ones(1024, 1024)
     c = torch.empty(1024, 1024)
     stats = time_interleaved({"mm": lambda: torch.mm(a, b, out=c)}, timing.replace(flush=False),
                              samples=min(timing.samples, 20))
-    machine.fma_flops = 2 * 1024 ** 3 / stats["mm"].median
-    return machine
+    return 2 * 1024 ** 3 / stats["mm"].median
+
+
+def measure_peak_rates(timing: TimingPolicy, *, threads: int | None = None) -> dict:
+    """The two rates the conv and R-GCN tables compare against, measured as :func:`measure_machine` does:
+    ``{"fma_flops", "copy_bytes_per_s", "threads"}`` (a float32 1024^3 ``mm`` and a copy of 2x LLC, all threads)."""
+    import torch  # noqa: PLC0415 - the harness has torch; the compiler layers do not need it
+
+    threads = threads or torch.get_num_threads()
+    return {"fma_flops": _fma_rate(torch, timing), "copy_bytes_per_s": _copy_bandwidth(torch, threads, timing),
+            "threads": threads}
+
+
+def rate_percentages(record: dict) -> tuple[float | None, float | None]:
+    """``(% of the FMA rate, % of the memory bound)`` of a timed record carrying ``rates``
+    (:func:`measure_peak_rates`): its useful flops at the measured FMA rate, and its minimum bytes
+    (``min_bytes``, the DRAM model) at the copy bandwidth, each over its median; None where unknown."""
+    rates, stats = record.get("rates") or {}, record.get("stats") or {}
+    median = stats.get("median")
+    if not median or not rates:
+        return None, None
+    flops, min_bytes = record.get("flops"), record.get("min_bytes")
+    fma = 100.0 * flops / rates["fma_flops"] / median if flops and rates.get("fma_flops") else None
+    memory = 100.0 * min_bytes / rates["copy_bytes_per_s"] / median if min_bytes and rates.get("copy_bytes_per_s") \
+        else None
+    return fma, memory
 
 
 def case_bounds(machine: Machine, *, op: str, shape: tuple, nnz: int, feat: int, min_bytes: int, flops: int) -> dict:

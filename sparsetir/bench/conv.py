@@ -49,6 +49,7 @@ from ..reference import Case, host_array, rounding_tolerance
 from ..reference.conv import conv_flops, conv_reference, layer_operands, offset_pairs, scatter_products
 from ..runtime.loader import usable_cores
 from ..timing import DEFAULT, TimingPolicy, default_flush_bytes, time_interleaved
+from .bounds import measure_peak_rates, rate_percentages
 from .case_runner import short_reason, unavailable_records
 from .records import make_record, provenance, write_json_atomic
 from .threads import configure_threads
@@ -580,9 +581,10 @@ def benchmark_scan(cloud: str, voxel_size: float, contenders: Sequence[Contender
                    layers: Sequence[str] = DEFAULT_LAYERS, network: Sequence[str] | None = DEFAULT_NETWORK,
                    kernel_size: int = 3, dilation: int = 1, timing: TimingPolicy = DEFAULT,
                    network_timing: TimingPolicy | None = None, seed: int = 0, threads: int | None = None,
-                   progress: Callable[[str], None] | None = None) -> list[dict]:
+                   progress: Callable[[str], None] | None = None, rates: dict | None = None) -> list[dict]:
     """Every layer, then the network, on one voxelised cloud; one ``"*"`` record per layer when the cloud
-    cannot be loaded."""
+    cannot be loaded. Every record carries the machine's measured FMA rate and copy bandwidth (``rates``,
+    ``bounds.measure_peak_rates``; measured here when not given), so its tables show % of each."""
     say = progress or (lambda message: None)
     specs = [parse_layer(text) for text in layers]
     chain = [parse_layer(text, network=True) for text in network or ()]
@@ -600,8 +602,12 @@ def benchmark_scan(cloud: str, voxel_size: float, contenders: Sequence[Contender
     if chain:
         records += benchmark_network(scan, chain, contenders, timing=network_timing or timing, seed=seed,
                                      threads=threads, say=say)
+    rates = rates or measure_peak_rates(timing, threads=threads)
+    say(f"machine: FMA {rates['fma_flops'] / 1e9:.0f} Gflop/s, copy {rates['copy_bytes_per_s'] / 1e9:.1f} GB/s "
+        f"({rates['threads']} threads)")
     for record in records:
         record["conv"]["voxelize_s"] = scan.voxelize_s
+        record["rates"] = rates
     return records
 
 
@@ -615,17 +621,19 @@ def geomean(values: Sequence[float]) -> float | None:
 
 def format_records(records: Sequence[dict]) -> str:
     """A table: per case and contender, median ms, speedup over the best baseline, map and compile times."""
-    lines = [f"{'case':<24}{'contender':<22}{'median ms':>11}{'vs best':>9}{'map ms':>9}{'compile s':>10}"
-             f"{'tune s':>8}  note"]
+    lines = [f"{'case':<24}{'contender':<22}{'median ms':>11}{'vs best':>9}{'% FMA':>7}{'% mem':>7}{'map ms':>9}"
+             f"{'compile s':>10}{'tune s':>8}  note"]
     for record in records:
         conv = record.get("conv") or {}
         stats, times = record.get("stats") or {}, record["times"]
         speedup, map_s = conv.get("speedup_vs_best"), conv.get("map_s")
         compile_s, tune_s = times.get("compile_s"), times.get("tune_s")
         median = f"{stats['median'] * 1e3:.3f}" if stats else "-"
+        fma, memory = rate_percentages(record)
         lines.append(
             f"{conv.get('layer', '*')[:23]:<24}{record['contender']:<22}{median:>11}"
-            f"{(f'{speedup:.2f}x' if speedup else '-'):>9}{(f'{map_s * 1e3:.1f}' if map_s else '-'):>9}"
+            f"{(f'{speedup:.2f}x' if speedup else '-'):>9}{(f'{fma:.0f}' if fma else '-'):>7}"
+            f"{(f'{memory:.0f}' if memory else '-'):>7}{(f'{map_s * 1e3:.1f}' if map_s else '-'):>9}"
             f"{(f'{compile_s:.2f}' if compile_s is not None else '-'):>10}"
             f"{(f'{tune_s:.1f}' if tune_s is not None else '-'):>8}  " + (record.get("reason") or ""))
     return "\n".join(lines)

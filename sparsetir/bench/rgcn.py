@@ -72,6 +72,7 @@ from ..reference import Case, host_array, result_mismatch
 from ..reference.rgcn import RGCNInputs, rgcn_inputs, rgcn_reference
 from ..runtime.loader import usable_cores
 from ..timing import DEFAULT, TimingPolicy, default_flush_bytes, time_interleaved
+from .bounds import measure_peak_rates, rate_percentages
 from .case_runner import short_reason, status_of, unavailable_records
 from .engine import Row
 from .records import make_record, provenance, write_json_atomic
@@ -584,10 +585,11 @@ def _probe_main(args: argparse.Namespace) -> int:
 def benchmark_dataset(dataset: str, contenders: Sequence[Contender], *, dims: Sequence[int] = DEFAULT_DIMS,
                       seed: int = 0, timing: TimingPolicy = DEFAULT, memory: bool = True, memory_jobs: int = 1,
                       memory_repeats: int = 1, threads: int | None = None,
-                      progress: Callable[[str], None] | None = None) -> list[dict]:
+                      progress: Callable[[str], None] | None = None, rates: dict | None = None) -> list[dict]:
     """Every contender on one dataset: inputs built once, each checked, the correct ones timed together,
     then (``memory``) each one's peak memory in its own process. One validated record per contender,
-    or one ``"*"`` record saying why the dataset is unavailable."""
+    or one ``"*"`` record saying why the dataset is unavailable. Each record carries the measured FMA rate
+    and copy bandwidth (``rates``: ``bounds.measure_peak_rates``, measured here when not given)."""
     started = time.monotonic()
 
     def say(message: str) -> None:
@@ -613,6 +615,7 @@ def benchmark_dataset(dataset: str, contenders: Sequence[Contender], *, dims: Se
     say("timed: " + ", ".join(f"{row.contender} {row.stats.median * 1e3:.3f} ms" for row in rows if row.stats))
     by_name = {c.name: c for c in contenders}
     where = provenance(flush=timing.flush, extra={"timing": timing.to_dict(), "threads": threads})
+    rates = rates or measure_peak_rates(timing, threads=threads)
     records = []
     for row in rows:
         status, reason = status_of(row)
@@ -626,6 +629,7 @@ def benchmark_dataset(dataset: str, contenders: Sequence[Contender], *, dims: Se
         record["rgcn"] = {"dims": list(dims), "num_relations": int(graph.num_relations), "seed": seed,
                           "kind": by_name[row.contender].kind, "speedup_vs_best": row.speedup_vs_best}
         record["memory"] = None
+        record["rates"] = rates
         records.append(record)
     if memory:
         attach_memory(records, contenders, threads=threads, jobs=memory_jobs, repeats=memory_repeats)
@@ -663,8 +667,8 @@ def _mib(nbytes) -> str:
 
 def format_records(records: Sequence[dict]) -> str:
     """A table of one dataset's records: median ms, speedup over the best baseline, times, memory."""
-    header = (f"{'contender':<28}{'median ms':>11}{'p20 ms':>9}{'p80 ms':>9}{'n':>4}{'vs best':>9}"
-              f"{'convert ms':>11}{'compile s':>10}{'tune s':>8}{'peak MiB':>9}")
+    header = (f"{'contender':<28}{'median ms':>11}{'p20 ms':>9}{'p80 ms':>9}{'n':>4}{'vs best':>9}{'% FMA':>7}"
+              f"{'% mem':>7}{'convert ms':>11}{'compile s':>10}{'tune s':>8}{'peak MiB':>9}")
     lines = [header]
     for record in records:
         if record["status"] != "ok":
@@ -677,9 +681,11 @@ def format_records(records: Sequence[dict]) -> str:
         compile_s = "-" if times["compile_s"] is None else f"{times['compile_s']:.2f}"
         tune_s = "-" if times["tune_s"] is None else f"{times['tune_s']:.1f}"
         peak = _mib(memory["peak_bytes"]) if "peak_bytes" in memory else "n/a"
+        fma, mem = rate_percentages(record)
         lines.append(
             f"{record['contender']:<28}{stats['median'] * 1e3:>11.3f}{stats['p20'] * 1e3:>9.3f}"
             f"{stats['p80'] * 1e3:>9.3f}{stats['n']:>4}{(f'{speedup:.2f}x' if speedup else '-'):>9}"
+            f"{(f'{fma:.1f}' if fma else '-'):>7}{(f'{mem:.1f}' if mem else '-'):>7}"
             f"{convert:>11}{compile_s:>10}{tune_s:>8}{peak:>9}")
     return "\n".join(lines)
 

@@ -27,9 +27,11 @@ class SparseFunction:
         it, and an earlier iteration must write it before one reads it.
     fused_groups : sequence of (iteration names, disjoint)
         Iterations run as one loop (``transform.horizontal_fuse``).
+    tiles : sequence of (producer, consumer, depth, disjoint)
+        Consumers computed inside their producer's ``depth`` outer loops (``transform.stage_tile``).
     """
 
-    def __init__(self, name: str, iterations, params=None, fused_groups=()):
+    def __init__(self, name: str, iterations, params=None, fused_groups=(), tiles=()):
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"function name must be an identifier, got {name!r}")
         iterations = [iterations] if isinstance(iterations, SparseIteration) else list(iterations)
@@ -56,12 +58,13 @@ class SparseFunction:
         self.size_vars = _size_vars_of(self.axes)
         self.idtype = _common_index_dtype(name, self.axes)
         self.fused_groups = tuple((tuple(names), bool(disjoint)) for names, disjoint in fused_groups)
+        self.tiles = tuple((str(p), str(c), int(d), bool(disjoint)) for p, c, d, disjoint in tiles)
         self._check_names()
         self._check_fused_groups()
 
     def with_iterations(self, iterations) -> SparseFunction:
         """A copy with new iterations (used by transforms); buffers and fused groups are kept."""
-        return SparseFunction(self.name, iterations, self.buffers, self.fused_groups)
+        return SparseFunction(self.name, iterations, self.buffers, self.fused_groups, self.tiles)
 
     def _check_fused_groups(self) -> None:
         order = [it.name for it in self.iterations]

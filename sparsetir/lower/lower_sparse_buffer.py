@@ -28,7 +28,7 @@ from tvm.script.ir_builder import tirx as T
 
 from .offsets import buffer_offsets
 from .regions import widen_local_dependent_regions
-from .stage2 import FIND, Block, Fill, FusedGroup, Search, Stage2Function, Store
+from .stage2 import FIND, Block, Fill, FusedGroup, Search, Stage2Function, Store, _local_buffers
 
 # numpy (and torch) allocations are at least this aligned; kernels must not assume more.
 BUFFER_ALIGNMENT = 16
@@ -144,7 +144,10 @@ class _Emitter:
             self._sign(var.name, "size", var.name, self.func.idtype, [])
         # Intermediates: allocated by the kernel (host workspace on the CPU, device memory the
         # host allocates on CUDA), alive for the whole call.
+        local = {b for node in self.func.body if isinstance(node, Block) for b in _local_buffers(node)}
         for buffer in self.func.intermediates:
+            if buffer in local:
+                continue  # allocated in its block (``Block.local_buffers``)
             self.flat[buffer] = T.alloc_buffer(flat_shape(buffer), buffer.dtype, align=BUFFER_ALIGNMENT)
             IRBuilder.name(buffer.name, self.flat[buffer])
 
@@ -189,8 +192,11 @@ class _Emitter:
             for loop, loop_var in zip(block.loops, loop_vars):
                 IRBuilder.name(loop.var.name, loop_var)
             with T.sblock(block.name):
-                if block.parallel_safe:
-                    T.sblock_attr({PARALLEL_SAFE_ATTR: 1})
+                if block.parallel_safe or block.annotations:
+                    T.sblock_attr({**({PARALLEL_SAFE_ATTR: 1} if block.parallel_safe else {}), **block.annotations})
+                for buffer in block.local_buffers:  # compacted by TVM to the region one instance touches
+                    self.flat[buffer] = T.sblock_alloc_buffer(flat_shape(buffer), buffer.dtype, scope="local")
+                    IRBuilder.name(f"{buffer.name}_local", self.flat[buffer])
                 for loop, loop_var, extent in zip(block.loops, loop_vars, extents):
                     make = T.axis.spatial if loop.kind == "S" else T.axis.reduce
                     block_var = make(extent, loop_var, dtype=self.func.idtype)

@@ -40,7 +40,8 @@ import tvm_ffi
 from tvm import sym, tirx
 from tvm.ir.expr import TensorLoad
 
-from ..ir.axis import DENSE_FIXED, Axis, FusedAxis
+from ..ir.axis import DENSE_FIXED, Axis, FusedAxis, dense_fixed
+from ..ir.buffer import SparseBuffer
 from ..ir.function import SparseFunction
 from ..ir.iteration import WRITTEN, SparseIteration
 from . import offsets
@@ -63,10 +64,24 @@ def lower_sparse_iter(func: SparseFunction) -> Stage2Function:
             coordinates[buffer] += [axis for axis in axes if axis not in coordinates[buffer]]
     groups = {names[0]: (names, disjoint) for names, disjoint in func.fused_groups}
     body, done = [], set()
+    intermediates = list(func.intermediates)
+    tiles = {producer: (consumer, depth, disjoint) for producer, consumer, depth, disjoint in func.tiles}
+    by_name = {it.name: it for it in func.iterations}
     for it in func.iterations:
         if it.name in done:
             continue
-        if it.name in groups:
+        if it.name in tiles:
+            consumer, depth, disjoint = tiles[it.name]
+            producer_nodes, consumer_nodes = lowered[it.name], lowered[consumer]
+            body.extend(producer_nodes[:-1] + consumer_nodes[:-1])  # fills run first
+            others = [b for other in func.iterations if other.name not in (it.name, consumer) for b in other.buffers]
+            local = [b for b in func.intermediates
+                     if b in it.buffers and b in by_name[consumer].buffers and b not in others]
+            tile_buffers = {b: _tile_buffer(b, depth) for b in local}
+            intermediates = [tile_buffers.get(b, b) for b in intermediates]
+            body.append(_stage_tile(producer_nodes[-1], consumer_nodes[-1], depth, disjoint, tile_buffers))
+            done |= {it.name, consumer}
+        elif it.name in groups:
             names, disjoint = groups[it.name]
             members = [lowered[name] for name in names]
             body.extend(node for nodes in members for node in nodes[:-1])  # fills run first
@@ -74,7 +89,7 @@ def lower_sparse_iter(func: SparseFunction) -> Stage2Function:
             done |= set(names)
         else:
             body.extend(lowered[it.name])
-    return Stage2Function(func.name, func.buffers, func.axes, func.size_vars, func.idtype, body, func.intermediates,
+    return Stage2Function(func.name, func.buffers, func.axes, func.size_vars, func.idtype, body, intermediates,
                           coordinates)
 
 
@@ -92,6 +107,96 @@ def _fuse(name: str, tops: list, disjoint: bool) -> FusedGroup:
     safe = disjoint and all(top.parallel_safe for top in tops)
     var = tirx.Var("g", str(tops[0].loops[0].var.ty))
     return FusedGroup(name, var, outer_vars, offsets, extents, members, parallel_safe=safe)
+
+
+#: Block annotation: the block whose loops are the shared outer loops of a staged tile
+#: (``transform.stage_tile``); its children are the producer's and the consumer's rest.
+STAGED_TILE_ATTR = "sparsetir.staged_tile"
+
+
+def _shared_chain(top: Block, depth: int, name: str) -> tuple[list, Block]:
+    """The blocks holding the first ``depth`` loops of a nest (the last one cut after them) and the
+    rest of the nest, one block."""
+    chain, block, count = [], top, 0
+    while True:
+        if block.searches:
+            raise ValueError(f"stage_tile: {name} searches inside its shared loops; they cannot be staged")
+        take = min(depth - count, len(block.loops))
+        count += take
+        if count == depth:
+            if take == len(block.loops):
+                raise ValueError(f"stage_tile: the {name} has no loops of its own inside the shared ones")
+            head = Block(block.name, block.loops[:take], parallel_safe=block.parallel_safe)
+            suffix = "_product" if name == "producer" else "_rest"
+            chain.append(head)
+            return chain, Block(f"{block.name}{suffix}", block.loops[take:], [], block.init, block.body)
+        if block.init:
+            raise ValueError(f"stage_tile: the {name} initialises inside its shared loops")
+        chain.append(block)
+        inner = [child for child in block.body if isinstance(child, Block)]
+        if len(inner) != 1 or len(block.body) != 1:
+            raise ValueError(f"stage_tile: the {name}'s shared loops must hold one nested block")
+        block = inner[0]
+
+
+def _tile_buffer(buffer, depth: int):
+    """``buffer`` without its first ``depth`` axes (one tile's worth), its other axes dense: a sparse
+    fixed axis becomes a dense one of its width."""
+    axes = []
+    for axis in buffer.axes[depth:]:
+        if axis.is_variable:
+            raise ValueError(f"stage_tile: the tile buffer {buffer.name} has a variable axis {axis.name} inside a tile")
+        axes.append(axis if not axis.is_sparse else dense_fixed(f"{axis.name}_tile", axis.nnz_cols, str(axis.length.ty)))
+    return SparseBuffer(buffer.name, tuple(axes), buffer.dtype)
+
+
+def _substitute_node(node, mapping: dict, buffers: dict, depth: int):
+    """A copy of a Stage II node with loop variables replaced (``mapping``: var -> var) and accesses of
+    the tile buffers (``buffers``: old -> tile buffer) rid of their first ``depth`` positions."""
+    views = {old.position_view: new for old, new in buffers.items()}
+
+    def on_load(load, mutator):
+        new = views.get(load.source)
+        load = mutator.default_mutate(load)
+        return load if new is None else tirx.BufferLoad(new.position_view, list(load.indices)[depth:])
+
+    def sub(expr):
+        if expr is None or isinstance(expr, int):
+            return expr
+        return tvm_ffi.structural_mutate(expr, [(TensorLoad, on_load),
+                                                (tirx.Var, lambda var, _m: mapping.get(var, var))])
+
+    if isinstance(node, Store):
+        positions = tuple(sub(p) for p in node.positions)
+        buffer = buffers.get(node.buffer, node.buffer)
+        return Store(buffer, positions[depth:] if buffer is not node.buffer else positions, sub(node.value),
+                     node.reducer, tuple(sub(p) for p in node.predicate), node.atomic)
+    loops = [PositionLoop(loop.var, sub(loop.extent), loop.kind, loop.axes) for loop in node.loops]
+    return Block(node.name, loops, list(node.searches), [_substitute_node(s, mapping, buffers, depth) for s in node.init],
+                 [_substitute_node(child, mapping, buffers, depth) for child in node.body], node.parallel_safe,
+                 dict(node.annotations))
+
+
+def _stage_tile(producer: Block, consumer: Block, depth: int, disjoint: bool, local: dict) -> Block:
+    """The producer's nest with the consumer's rest run after the producer's rest, inside the shared loops."""
+    head, producer_rest = _shared_chain(producer, depth, "producer")
+    consumer_head, consumer_rest = _shared_chain(consumer, depth, "consumer")
+    shared = [loop for block in head for loop in block.loops]
+    consumer_loops = [loop for block in consumer_head for loop in block.loops]
+    if [loop.axes for loop in shared] != [loop.axes for loop in consumer_loops]:
+        raise ValueError("stage_tile: the producer and the consumer iterate different outer loops")
+    mapping = {theirs.var: ours.var for ours, theirs in zip(shared, consumer_loops)}
+    for ours, theirs in zip(shared, consumer_loops):
+        if theirs.kind == "R":
+            ours.kind = "R"  # a reduction for the consumer: distinct tiles may write the same outputs
+    for outer, inner in zip(head, head[1:]):
+        outer.body = [inner]
+    head[-1].body = [_substitute_node(producer_rest, {}, local, depth),
+                     _substitute_node(consumer_rest, mapping, local, depth)]
+    head[-1].annotations = {STAGED_TILE_ATTR: 1}
+    head[-1].local_buffers = list(local.values())  # only this tile reads what it wrote: one tile's worth
+    head[0].parallel_safe = bool(disjoint) and head[0].loops[0].kind == "S"
+    return head[0]
 
 
 class _IterationLowering:

@@ -70,6 +70,8 @@ class Block:
     init: list[Store] = field(default_factory=list)
     body: list = field(default_factory=list)  # Blocks and Stores
     parallel_safe: bool = False  # distinct outer-loop iterations write disjoint outputs
+    annotations: dict = field(default_factory=dict)  # block attributes for the schedule (STAGED_TILE_ATTR)
+    local_buffers: list = field(default_factory=list)  # intermediates allocated here, in local scope
 
 
 @dataclass(eq=False)
@@ -122,11 +124,21 @@ def format_stage2(func: Stage2Function) -> str:
     params = [f"{b.name}: {b.dtype}[{', '.join(a.name for a in b.axes)}]" for b in func.buffers]
     params += [f"{m.name}: {m.dtype}[{', '.join(map(str, m.shape))}]" for a in func.axes for m in a.metadata()]
     lines = [f"# Stage II: positions (index dtype {func.idtype})", f"def {func.name}({', '.join(params)}):"]
+    local = {b for node in func.body if isinstance(node, Block) for b in _local_buffers(node)}
     lines += [f"    {b.name} = alloc({b.dtype}[{', '.join(a.name for a in b.axes)}])  # intermediate"
-              for b in func.intermediates]
+              for b in func.intermediates if b not in local]
     for node in func.body:
         _format_node(node, 1, lines)
     return "\n".join(lines)
+
+
+def _local_buffers(block: Block) -> list:
+    """The intermediates allocated in ``block`` or a block inside it."""
+    found = list(block.local_buffers)
+    for child in block.body:
+        if isinstance(child, Block):
+            found += _local_buffers(child)
+    return found
 
 
 def _format_node(node, depth: int, lines: list) -> None:
@@ -151,6 +163,8 @@ def _format_node(node, depth: int, lines: list) -> None:
             lines.append(f"{pad}for {names} in grid({extents}):")
             pad, depth = pad + "    ", depth + 1
         safe = ", parallel_safe=True" if node.parallel_safe else ""
+        safe += "".join(f", {key.split('.')[-1]}" for key in node.annotations)
+        safe += "".join(f", local={b.name}" for b in node.local_buffers)
         lines.append(f"{pad}with block({node.name!r}, kinds={kinds!r}{safe}):")
         inner = "    " * (depth + 1)
         for search in node.searches:

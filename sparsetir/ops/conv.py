@@ -32,14 +32,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import hooks
-from ..backend import normalize_target
+from ..backend import device_of, normalize_target
+from ..formats import parse_format
 from ..formats.relational import RelationalMatrix, read_relational_input
 from ..reference.conv import CONV_REFERENCE
 from ..runtime.marshal import is_torch
+from ..schedule.staged import STAGED_KNOBS
 from .operands import check_dense_operand
 from .prepared import PREPARED
 from .registry import OpSpec, check_feat, register_op
-from .rgms import compile_rgms, rgms_feature_args, rgms_function
+from .rgms import compile_rgms, default_format, rgms_feature_args, rgms_function
 
 __all__ = ["KernelMap", "compile_sparse_conv3d", "kernel_map", "sparse_conv3d", "voxelize"]
 
@@ -548,10 +550,13 @@ def _compile(matrix: RelationalMatrix, c_in: int, c_out: int, format, target, dt
         tune_s = time.perf_counter() - started
         format = config.pop("format")
         knobs = {**knobs, **config}
-    if "vector_width" not in knobs and c_out % 8 == 0 and normalize_target(target)["kind"] == "llvm":
-        knobs["vector_width"] = 8  # measured faster than 16 lanes for every layer shape here (zen4)
-    kernel = compile_rgms(matrix, c_in, c_out, format=DEFAULT_FORMAT if format is None else format, target=target,
-                          dtype=dtype, **knobs)
+    target_dict = normalize_target(target)
+    if format is None:
+        format = default_format(matrix, c_in, c_out, device_of(target_dict), knobs.pop("stage", None))
+    if ("vector_width" not in knobs and c_out % 8 == 0 and target_dict["kind"] == "llvm"
+            and not getattr(parse_format(format), "staged", False)):
+        knobs["vector_width"] = 8  # measured faster than 16 lanes for every csf layer shape here (zen4)
+    kernel = compile_rgms(matrix, c_in, c_out, format=format, target=target, dtype=dtype, **knobs)
     if tune_s is not None:
         kernel.timings["tune_s"] = tune_s
     return kernel
@@ -597,7 +602,7 @@ def sparse_conv3d(features, kmap: KernelMap, weight, *, out=None, format=None, t
 
 
 CONV = register_op(OpSpec("conv", function=rgms_function, compile=compile_sparse_conv3d, call=sparse_conv3d,
-                          reference=CONV_REFERENCE, knobs={"cpu": {"vector_width": 8}, "cuda": {"lanes": ...}},
+                          reference=CONV_REFERENCE, knobs={"cpu": {"vector_width": 8, **STAGED_KNOBS}, "cuda": {"lanes": ...}},
                           default_format=DEFAULT_FORMAT,
                           input="relational", feature_sizes=lambda X, W: (int(X.shape[1]), int(W.shape[2])),
                           feature_args=rgms_feature_args))

@@ -33,7 +33,9 @@ from ..ir import IDENTITY, SparseBuffer, SparseFunction, cast, dense_fixed, spar
 from ..reference.rgms import RGMS_REFERENCE, rgms_flops_by_dataflow
 from ..runtime.kernel import Kernel
 from ..runtime.slot_layout import SlotLayout
-from ..schedule.knobs import Knob, register_knob
+from ..schedule.knobs import Knob, knob, knob_names, register_knob
+from ..schedule.staged import STAGED_KNOBS
+from ..transform.stage_tile import stage_tile
 from .operands import (
     HALF_DTYPES,
     check_dense_operand,
@@ -57,9 +59,14 @@ def _dataflow(value):
     return value
 
 
+def _staged(fmt) -> bool:
+    return bool(getattr(fmt, "staged", False))
+
+
 register_knob(Knob("dataflow", ("cpu", "cuda"), None, (None, *DATAFLOWS), _dataflow,
                    "rgms: per-edge products, aggregate-then-transform or transform-then-aggregate (None: the "
-                   "fewest flops)", scope="op"))
+                   "fewest flops)", scope="op", requires=lambda value, fmt, device: value in (None, "edge") or
+                   not _staged(fmt), requirement="a tiled format (rtile) computes per-pair products"))
 
 
 def _feature_loops(value):
@@ -70,7 +77,25 @@ def _feature_loops(value):
 
 register_knob(Knob("feature_loops", ("cpu", "cuda"), "kl", FEATURE_LOOPS, _feature_loops,
                    "rgms: the feature loops of each product with W, outermost first: kl (a dot product per output "
-                   "feature) or lk (output features innermost: vectorised, W read row by row)", scope="op"))
+                   "feature) or lk (output features innermost: vectorised, W read row by row)", scope="op",
+                   requires=lambda value, fmt, device: value == "kl" or not _staged(fmt),
+                   requirement="a tiled format's staged schedule orders the feature loops itself"))
+
+
+def _stage(value):
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"stage must be True, False or None, got {value!r}")
+    return value
+
+
+register_knob(Knob("stage", ("cpu",), None, (None,), _stage,
+                   "rgms/conv with no format given: run the staged tiles (rtile: gather, register-blocked product, "
+                   "scatter) or not (csf); None: the cost rule (choose_staged)", scope="op"))
+
+#: the cost rule of ``stage=None``: stage when each pair carries at least this many multiply-adds
+#: (c_in x c_out) and a (part, relation) group fills at least this many tiles on average
+STAGE_MIN_PRODUCT = 2048
+STAGE_MIN_TILES_PER_GROUP = 1.0
 
 
 def _feature_axes(K, L, feature_loops: str):
@@ -100,6 +125,8 @@ def rgms_function(fmt, f_in: int, f_out: int, dtype: str = "float32", idtype: st
     if dataflow not in DATAFLOWS:
         raise ValueError(f"dataflow must be one of {DATAFLOWS}, got {dataflow!r}")
     _feature_loops(feature_loops)
+    if getattr(fmt, "staged", False):
+        return _staged_function(first, X, W, Y, L, K, dtype, accum_dtype)
     features, feature_kinds, pick = _feature_axes(K, L, feature_loops)
     iterations, values = [], []
     if dataflow == "transform":
@@ -118,6 +145,31 @@ def rgms_function(fmt, f_in: int, f_out: int, dtype: str = "float32", idtype: st
         iterations += _part_iterations(axes, A, X, W, Y, T if dataflow == "transform" else None, L, K, dtype, dataflow,
                                        accum_dtype, IDENTITY if index == 0 else None, feature_loops)
     return SparseFunction("rgms", iterations, params=[*values, X, W, Y])
+
+
+def _staged_function(axes, X, W, Y, L, K, dtype, accum_dtype) -> SparseFunction:
+    """RGMS over a tiled format (``formats/rtile.py``): each tile's dense product into the intermediate
+    ``Pt`` (one row per slot), then its rows, scaled by the slots' values, added onto Y; staged per tile
+    (``transform.stage_tile``), so ``Pt`` holds one tile.
+
+    The product reads every slot's input row and the tile's ``W[r]`` (the tile axis's coordinate is
+    its relation): ``Pt[p, t, s, k] += X[j, l] * W[t, l, k]``, ``Y[s, k] += A[p, t, s] * Pt[p, t, s, k]``
+    (one column per slot, so its value scales the whole row)."""
+    parts, tiles, slots, cols = axes.loops
+    A = SparseBuffer(axes.values, (parts, tiles, slots), dtype)
+    wide = "float32" if dtype in HALF_DTYPES else dtype
+    Pt = SparseBuffer("Pt", (parts, tiles, slots, K), wide)
+
+    @sparse_iteration([parts, tiles, slots, cols, L, K], "SSSRRS", name="tile", accum_dtype=accum_dtype)
+    def product(p, t, s, j, l, k):
+        Pt[p, t, s, k] += cast(X[j, l] * W[t, l, k], wide)
+
+    @sparse_iteration([parts, tiles, slots, K], "SRSS", name="scatter", accum_dtype=accum_dtype)
+    def scatter(p, t, s, k):
+        Y[s, k] += cast(cast(A[p, t, s], wide) * Pt[p, t, s, k], dtype)
+
+    func = SparseFunction("rgms", [product, scatter], params=[A, X, W, Y])
+    return stage_tile(func, "tile", "scatter", depth=2, disjoint=True)
 
 
 def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, init, feature_loops="kl") -> list:
@@ -182,6 +234,29 @@ def choose_dataflow(matrix, f_in: int, f_out: int) -> str:
     return min(DATAFLOWS, key=lambda name: (flops[name], DATAFLOWS.index(name)))
 
 
+def choose_staged(matrix, f_in: int, f_out: int, device: str = "cpu") -> bool:
+    """The cost rule of the untuned default (``format=None, stage=None``): run staged tiles (``rtile``) when
+    each pair's dense product is big (``f_in * f_out >= STAGE_MIN_PRODUCT``: the register-blocked
+    micro-kernel then beats a loop per pair) and the (part, relation) groups fill whole tiles on average
+    (little padding); else ``csf`` (output-stationary, no scatter)."""
+    if device != "cpu" or f_in * f_out < STAGE_MIN_PRODUCT or not matrix.nnz:
+        return False
+    from ..formats.rtile import DEFAULT_PARTS, DEFAULT_ROWS  # noqa: PLC0415 - the format registers itself
+
+    counts = np.diff(np.asarray(matrix.indptr, dtype=np.int64)).reshape(matrix.num_relations, -1).sum(axis=1)
+    groups = np.count_nonzero(counts) * DEFAULT_PARTS
+    return matrix.nnz / (groups * DEFAULT_ROWS) >= STAGE_MIN_TILES_PER_GROUP
+
+
+def default_format(matrix, f_in: int, f_out: int, device: str, stage=None) -> str:
+    """The format of an untuned call (``format=None``): ``rtile`` where staging pays (``stage=True``, or
+    :func:`choose_staged` for ``stage=None``), else ``csf``."""
+    staged = choose_staged(matrix, f_in, f_out, device) if stage is None else bool(stage)
+    if staged and device != "cpu":
+        raise ValueError("stage=True: staged tiles are scheduled for the CPU only")
+    return "rtile" if staged else DEFAULT_FORMAT
+
+
 def compile_rgms(adj, f_in: int, f_out: int, *, format=None, target="llvm", dtype=None, index_dtype=None,
                  **knobs) -> Kernel:
     """Compile RGMS for a relational structure.
@@ -214,13 +289,18 @@ def compile_rgms(adj, f_in: int, f_out: int, *, format=None, target="llvm", dtyp
     if isinstance(format, str) and format.strip().lower() == "auto":
         config = hooks.format_resolver()("rgms", matrix, (f_in, f_out), target=target, dtype=dtype)
         format, knobs = config["format"], {**{k: v for k, v in config.items() if k != "format"}, **knobs}
-    fmt = parse_format(DEFAULT_FORMAT if format is None else format)
+    target, device = target_and_device(target)
+    stage = _stage(knobs.pop("stage", None))
+    if format is None:
+        format = default_format(matrix, f_in, f_out, device, stage)
+    elif stage is not None and stage != _staged(parse_format(format)):
+        raise ValueError(f"stage={stage} contradicts format={format!r}; give one of them")
+    fmt = parse_format(format)
     spec = get_op("rgms")
     if not spec.accepts(fmt):
         formats = ", ".join(cls.name for cls in registered_formats() if spec.accepts(cls))
         raise ValueError(f"rgms runs in a relational format ({formats}), not {format!r}")
     fmt = fmt.resolve(matrix)
-    target, device = target_and_device(target)
     dtype = resolve_dtype(dtype, matrix.values.dtype, device)
     arrays, sizes, placement = fmt.build(matrix.with_values(dtype), index_dtype)
     idtype = fmt.index_dtype(matrix, index_dtype)
@@ -228,11 +308,21 @@ def compile_rgms(adj, f_in: int, f_out: int, *, format=None, target="llvm", dtyp
     knobs = dict(knobs)
     if dtype in HALF_DTYPES and knobs.get("accum_dtype") is None:
         knobs["accum_dtype"] = "float32"
+    if getattr(fmt, "staged", False):  # per-pair products, tile by tile, outputs innermost (stage_tile)
+        if knobs.get("dataflow") not in (None, "edge"):
+            raise ValueError(f"{fmt!r} computes per-pair products tile by tile (dataflow='edge'), not "
+                             f"dataflow={knobs['dataflow']!r}")
+        knobs["dataflow"] = "edge"
+        _feature_loops(knobs.pop("feature_loops", "kl"))  # the staged schedule orders the feature loops itself
     if knobs.get("dataflow") is None:
         knobs["dataflow"] = choose_dataflow(matrix, f_in, f_out)
     if knobs.get("feature_loops") == "kl":
         del knobs["feature_loops"]  # the default: one kernel (and cache key) whether it is named or not
     knobs = check_op_knobs(knobs, fmt, device)
+    for name in STAGED_KNOBS:  # schedule knobs that only a tiled format uses: refused elsewhere, not ignored
+        declared = knob(device, name) if name in knob_names(device) else None
+        if declared is not None and name in knobs and not declared.allows(declared.check(knobs[name]), fmt, device):
+            raise ValueError(f"{name}={knobs[name]!r} cannot apply to {fmt!r}: {declared.requirement}")
     convert_s = time.perf_counter() - started
     started = time.perf_counter()
     function = compiled_function(
@@ -290,7 +380,7 @@ def rgms(adj, X, W, *, format=None, target="llvm", out=None, **knobs):
 
 
 RGMS = register_op(OpSpec("rgms", function=rgms_function, compile=compile_rgms, call=rgms, reference=RGMS_REFERENCE,
-                          knobs={"cpu": {"dataflow": ..., "feature_loops": ...},
+                          knobs={"cpu": {"dataflow": ..., "feature_loops": ..., **STAGED_KNOBS},
                                  "cuda": {"dataflow": ..., "feature_loops": ...}},
                           default_format=DEFAULT_FORMAT, input="relational",
                           feature_sizes=lambda X, W: (int(X.shape[1]), int(W.shape[2])),

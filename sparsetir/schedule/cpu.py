@@ -6,6 +6,7 @@ Two rules, keyed on a leaf's innermost loop, and an optional third after schedul
 * a reduction over a constant extent (SDDMM's dot product ``C[i, j] += X[i, k] * Y[j, k]``):
   split it into ``(ko, lanes)`` and ``rfactor`` the lanes into a small local buffer of partial
   sums, accumulated with vector instructions, then summed once per output;
+* a staged tile (``transform.stage_tile``): a register-blocked dense product per tile (``staged.py``);
 * a loop over positions whose leaf gathers dense rows through an index array (SpMM's
   ``B[indices[p], k]``): prefetch the row needed ``prefetch`` positions ahead (``prefetch.py``).
 
@@ -39,6 +40,7 @@ from .nest import (
     writes_contiguously,
 )
 from .prefetch import check_prefetch, insert_prefetch
+from .staged import schedule_staged_tile, staged_tile_block
 
 VECTOR_BYTES = 64
 REDUCE_VECTOR_BYTES = 32
@@ -80,6 +82,8 @@ def schedule_cpu(func: tirx.PrimFunc, **knobs) -> tvm.IRModule:
         The scheduled module, ready for ``tvm.compile``.
     """
     settings = knob_settings("cpu", knobs)
+    staged_settings = {name: settings[name] for name in ("vector_width", "register_rows", "register_vectors",
+                                                         "cin_split", "gather", "unroll")}
     vector_width, parallel, unroll = settings["vector_width"], settings["parallel"], settings["unroll"]
     reduce_lanes, prefetch, prefetch_lines = settings["reduce_lanes"], settings["prefetch"], settings["prefetch_lines"]
     sch = new_schedule(func)
@@ -100,6 +104,10 @@ def schedule_cpu(func: tirx.PrimFunc, **knobs) -> tvm.IRModule:
             # refuses a proven loop (accumulation without an init), the loop is forced parallel
             outer = sch.get_loops(nest.top)[0]
             apply_or_force(sch, sch.parallel, outer, tirx.ForKind.PARALLEL, forced)
+        tile = staged_tile_block(sch, nest)
+        if tile is not None:  # a staged tile: gather, register-blocked product, scatter (staged.py)
+            schedule_staged_tile(sch, tile, **staged_settings, forced=forced)
+            continue
         for leaf in nest.leaves:
             _vectorize_feature_loop(sch, nest, leaf, vector_width, parallel, unroll, forced)
             if _vectorize_reduction(sch, leaf, reduce_lanes, unroll, forced):

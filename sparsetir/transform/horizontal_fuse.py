@@ -40,4 +40,4 @@ def horizontal_fuse(func: SparseFunction, iterations=None, *, disjoint: bool = F
         if not isinstance(outer, Axis) or outer.parent is not None or by_name[name].kinds[0] != "S":
             raise ValueError(f"iteration {name}: its outermost loop must be a spatial root axis to be fused")
     groups = tuple(func.fused_groups) + ((tuple(names), disjoint),)
-    return SparseFunction(func.name, func.iterations, func.buffers, groups)
+    return SparseFunction(func.name, func.iterations, func.buffers, groups, func.tiles)

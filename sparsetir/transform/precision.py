@@ -56,7 +56,7 @@ def widen_accumulation(func: SparseFunction) -> SparseFunction:
         iterations.append(_retarget(it, accumulators))
         copied_in |= {store.buffer for store in it.stores if store.buffer in accumulators}
     iterations += [_copy(accumulators[buffer], buffer, f"{buffer.name}_cast") for buffer in accumulators]
-    return SparseFunction(func.name, iterations, params=func.buffers, fused_groups=func.fused_groups)
+    return SparseFunction(func.name, iterations, params=func.buffers, fused_groups=func.fused_groups, tiles=func.tiles)
 
 
 def _narrower(dtype: str, wide: str) -> bool:

@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from sparsetir.bench.bounds import Machine, case_bounds, measure_machine, percent_of_bound
+from sparsetir.bench.bounds import (
+    Machine,
+    case_bounds,
+    measure_machine,
+    measure_peak_rates,
+    percent_of_bound,
+    rate_percentages,
+)
 from sparsetir.timing import DEFAULT
 
 
@@ -46,3 +53,20 @@ def test_measure_machine_gives_positive_rates():
     rates = [measured.copy_1t, measured.copy_all, measured.fma_flops, *(r for g in measured.gather.values()
                                                                        for r in g.values())]
     assert all(math.isfinite(r) and r > 0 for r in rates)
+
+
+def test_rate_percentages_put_a_record_against_the_fma_rate_and_the_memory_bound():
+    record = {"stats": {"median": 0.01}, "flops": 4e8, "min_bytes": 5e7,
+              "rates": {"fma_flops": 100e9, "copy_bytes_per_s": 20e9, "threads": 2}}
+    fma, memory = rate_percentages(record)
+    assert fma == pytest.approx(40.0)  # 4e8 flops in 10 ms = 40 Gflop/s of 100
+    assert memory == pytest.approx(25.0)  # 5e7 bytes in 10 ms = 5 GB/s of 20
+    assert rate_percentages({**record, "min_bytes": 0}) == (pytest.approx(40.0), None)  # a network: no bytes model
+    assert rate_percentages({**record, "rates": None}) == (None, None)
+    assert rate_percentages({**record, "stats": None}) == (None, None)
+
+
+@pytest.mark.slow
+def test_measure_peak_rates_gives_positive_rates():
+    rates = measure_peak_rates(DEFAULT.replace(samples=3, min_samples=2, max_time_s=0.2))
+    assert rates["fma_flops"] > 0 and rates["copy_bytes_per_s"] > 0 and rates["threads"] >= 1

@@ -41,6 +41,21 @@ def real_graph(name: str) -> sp.csr_matrix:
         pytest.skip(f"real graph {name} unavailable: {error}")
 
 
+def kitti_crop(voxel_size: float = 0.2, extent: int = 120):
+    """``(coords, features)`` of a corner of KITTI scan 000000 voxelised (a few thousand voxels); skips
+    the test when the scan is unavailable."""
+    from sparsetir import data
+    from sparsetir.ops import voxelize
+
+    try:
+        points = data.load("kitti-000000")
+    except (OSError, ValueError) as error:
+        pytest.skip(f"KITTI scan unavailable: {error}")
+    coords, features = voxelize(points, voxel_size)
+    keep = (coords[:, 1] < extent) & (coords[:, 2] < extent)
+    return coords[keep], features[keep]
+
+
 def random_dense(rows: int, cols: int, dtype, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1.0, 1.0, (rows, cols)).astype(dtype)
 

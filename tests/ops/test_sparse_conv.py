@@ -9,6 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
+import sparse_cases
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -264,15 +265,7 @@ def test_sparse_conv3d_refuses_bad_input():
 
 @pytest.fixture(scope="module")
 def kitti_crop():
-    from sparsetir import data
-
-    try:
-        points = data.load("kitti-000000")
-    except (OSError, ValueError) as error:
-        pytest.skip(f"KITTI scan unavailable: {error}")
-    coords, features = voxelize(points, 0.2)
-    keep = (coords[:, 1] < 120) & (coords[:, 2] < 120)  # a corner of the scan: a few thousand voxels
-    return coords[keep], features[keep]
+    return sparse_cases.kitti_crop()  # a corner of the scan: a few thousand voxels
 
 
 @pytest.mark.slow

@@ -7,7 +7,9 @@ From the records of every (cloud, voxel size) job (``sparsetir.bench.conv``):
   baseline of the case and the speedup over it (``best / median``, > 1 is faster; ``_mean`` from
   the means), the kernel-map building time of the contender's library (``map_ms``: sparsetir's
   ``kernel_map`` for sparsetir and plain torch, spconv's rules for spconv; set-up, not kernel
-  time), conversion, compile and tuning times, and for a wrong contender the rows that differ.
+  time), conversion, compile and tuning times, and for a wrong contender the rows that differ; the
+  contender's % of the measured FMA rate (useful flops) and of the memory bound (minimum bytes at
+  the copy bandwidth; none for the network), from the rates every record carries.
 - ``speedup.md``: ms per layer (layer x contender), the speedup of each sparsetir contender over
   the best baseline per layer with its geometric mean and minimum against the issue's target,
   kernel-map building (sparsetir against spconv), the end-to-end network, and what did not run.
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sparsetir.bench.bounds import rate_percentages
 from sparsetir.bench.report.intervals import geomean, number_cell
 
 SPARSETIR = "sparsetir"
@@ -32,8 +35,8 @@ TARGET_MIN = 1.0
 COLUMNS = ["cloud", "voxel_size", "case", "layer", "c_in", "c_out", "stride", "level", "inputs", "outputs", "pairs",
            "contender", "kind", "variant", "status", "reason", "median_ms", "p20_ms", "p80_ms", "mean_ms", "samples",
            "best_baseline", "best_baseline_ms", "best_baseline_mean_ms", "speedup_vs_best_baseline",
-           "speedup_vs_best_baseline_mean", "map_ms", "map_library", "convert_ms", "compile_s", "tune_s",
-           "wrong_rows"]
+           "speedup_vs_best_baseline_mean", "pct_fma", "pct_memory_bound", "map_ms", "map_library", "convert_ms",
+           "compile_s", "tune_s", "wrong_rows"]
 CASE_KEYS = ["cloud", "voxel_size", "case", "layer"]
 
 
@@ -55,6 +58,7 @@ def conv_frame(records: Iterable[dict]) -> pd.DataFrame:
             "map_library": conv.get("map_library"),
             "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
             "compile_s": times.get("compile_s"), "tune_s": times.get("tune_s"), "wrong_rows": conv.get("wrong_rows"),
+            **dict(zip(("pct_fma", "pct_memory_bound"), rate_percentages(record))),
         })
     if not rows:
         raise ValueError("no conv records to aggregate")
@@ -62,7 +66,7 @@ def conv_frame(records: Iterable[dict]) -> pd.DataFrame:
     frame["variant"] = frame["variant"].fillna("")
     frame["voxel_size"] = frame["voxel_size"].fillna(-1.0)
     for column in ("median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "map_ms", "convert_ms", "compile_s",
-                   "tune_s", "wrong_rows", "c_in", "c_out", "stride", "level", "inputs", "outputs", "pairs"):
+                   "tune_s", "wrong_rows", "pct_fma", "pct_memory_bound", "c_in", "c_out", "stride", "level", "inputs", "outputs", "pairs"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     timed = frame[(frame["status"] == "ok") & (frame["kind"] == "baseline") & frame["median_ms"].notna()]
     if timed.empty:
@@ -123,6 +127,8 @@ def speedup_table(frame: pd.DataFrame, case: str) -> tuple[pd.DataFrame, list[st
                          "baseline ms": number_cell(entry["best_baseline_ms"], 3),
                          "speedup (median)": number_cell(entry["speedup_vs_best_baseline"]),
                          "speedup (mean)": number_cell(entry["speedup_vs_best_baseline_mean"]),
+                         "% FMA": number_cell(entry["pct_fma"], 1),
+                         "% memory bound": number_cell(entry["pct_memory_bound"], 1),
                          "compile s": number_cell(entry["compile_s"]), "tune s": number_cell(entry["tune_s"], 1)})
         valid = [s for s in speedups if s is not None and math.isfinite(s)]
         if valid:
@@ -130,7 +136,7 @@ def speedup_table(frame: pd.DataFrame, case: str) -> tuple[pd.DataFrame, list[st
                          "sparsetir ms": "", "best baseline": "", "baseline ms": "",
                          "speedup (median)": number_cell(geomean(valid)),
                          "speedup (mean)": number_cell(geomean(entries["speedup_vs_best_baseline_mean"])),
-                         "compile s": "", "tune s": ""})
+                         "% FMA": "", "% memory bound": "", "compile s": "", "tune s": ""})
             if case == "layer":
                 met = geomean(valid) >= TARGET_GEOMEAN and min(valid) >= TARGET_MIN and len(valid) == len(speedups)
                 verdicts.append(f"- **{contender}**: geomean {geomean(valid):.2f}x, minimum {min(valid):.2f}x over "

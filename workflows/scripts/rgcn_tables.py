@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sparsetir.bench.bounds import rate_percentages
 from sparsetir.bench.report.intervals import geomean, number_cell
 
 SPARSETIR = "sparsetir"
@@ -35,7 +36,7 @@ MIB = 2 ** 20
 COLUMNS = ["dataset", "contender", "kind", "variant", "status", "reason", "nodes", "edges", "relations", "dims",
            "median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "best_baseline", "best_baseline_ms",
            "best_baseline_mean_ms", "speedup_vs_best_baseline", "speedup_vs_best_baseline_mean", "peak_mib", "prepare_peak_mib", "resident_mib", "memory_note",
-           "convert_ms", "compile_s", "tune_s"]
+           "convert_ms", "compile_s", "tune_s", "pct_fma", "pct_memory_bound"]
 
 
 def _kind(record: dict) -> str:
@@ -67,13 +68,15 @@ def rgcn_frame(records: Iterable[dict]) -> pd.DataFrame:
             "memory_note": memory.get("error"),
             "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
             "compile_s": times.get("compile_s"), "tune_s": times.get("tune_s"),
+            **dict(zip(("pct_fma", "pct_memory_bound"), rate_percentages(record))),
         })
     if not rows:
         raise ValueError("no R-GCN records to aggregate")
     frame = pd.DataFrame(rows).drop_duplicates(subset=["dataset", "contender"], keep="last").reset_index(drop=True)
     frame["variant"] = frame["variant"].fillna("")
     for column in ("median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "peak_mib", "prepare_peak_mib",
-                   "resident_mib", "convert_ms", "compile_s", "tune_s", "nodes", "edges", "relations"):
+                   "resident_mib", "convert_ms", "compile_s", "tune_s", "nodes", "edges", "relations", "pct_fma",
+                   "pct_memory_bound"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     timed = frame[(frame["status"] == "ok") & (frame["kind"] == "baseline") & frame["median_ms"].notna()]
     best = timed.loc[timed.groupby("dataset")["median_ms"].idxmin(), ["dataset", "contender", "median_ms", "mean_ms"]]
@@ -131,6 +134,8 @@ def speedup_summary(frame: pd.DataFrame, dataset_order: Sequence[str]) -> pd.Dat
                          "baseline ms": number_cell(row["best_baseline_ms"], 3),
                          "speedup (median)": number_cell(row["speedup_vs_best_baseline"]),
                          "speedup (mean)": number_cell(row["speedup_vs_best_baseline_mean"]),
+                         "% FMA": number_cell(row["pct_fma"], 1),
+                         "% memory bound": number_cell(row["pct_memory_bound"], 1),
                          "sparsetir MiB": number_cell(row["peak_mib"], 1), "best baseline MiB": number_cell(baseline_memory, 1),
                          "lowest baseline MiB": number_cell(lowest, 1),
                          "_speedup": row["speedup_vs_best_baseline"], "_mean": row["speedup_vs_best_baseline_mean"]})
@@ -138,7 +143,8 @@ def speedup_summary(frame: pd.DataFrame, dataset_order: Sequence[str]) -> pd.Dat
         if mine:
             rows.append({"sparsetir": contender, "dataset": "geomean", "sparsetir ms": "", "best baseline": "",
                          "baseline ms": "", "speedup (median)": number_cell(geomean(r["_speedup"] for r in mine)),
-                         "speedup (mean)": number_cell(geomean(r["_mean"] for r in mine)), "sparsetir MiB": "",
+                         "speedup (mean)": number_cell(geomean(r["_mean"] for r in mine)), "% FMA": "",
+                         "% memory bound": "", "sparsetir MiB": "",
                          "best baseline MiB": "", "lowest baseline MiB": ""})
     table = pd.DataFrame(rows)
     return table.drop(columns=[c for c in ("_speedup", "_mean") if c in table.columns])
