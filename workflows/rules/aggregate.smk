@@ -72,7 +72,8 @@ rule report:
         # every experiment's whole target, figures included: the report links the figures (their .svg
         # where present), so it must not be written while they are still being drawn (read when the DAG
         # is built, after every family's rules have registered their targets)
-        lambda wildcards: [path for experiment in ALL_EXPERIMENTS for path in experiment_targets(experiment)],
+        summaries=[f"{RESULTS}/{experiment}/summary.json" for experiment in ALL_EXPERIMENTS],
+        targets=lambda wildcards: [path for experiment in ALL_EXPERIMENTS for path in experiment_targets(experiment)],
     output:
         md=f"{RESULTS}/report.md",
         html=f"{RESULTS}/report.html",

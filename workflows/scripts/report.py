@@ -10,7 +10,7 @@ if "snakemake" in globals():
         from sparsetir.bench.report.document import write_report
         from sparsetir.bench.report.summary import read_summary
 
-        paths = list(snakemake.input)
+        paths = list(snakemake.input.summaries)
         gpu = any(row.get("device") == "cuda" for path in paths for row in read_summary(path)["headline"])
         write_report(snakemake.params.results, paths, Path(snakemake.output.md).with_suffix(""),
                      config_hash=snakemake.params.config_hash, gpu_records=gpu)
