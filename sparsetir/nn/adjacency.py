@@ -28,8 +28,9 @@ __all__ = ["Adjacency", "as_adjacency"]
 
 class Adjacency(NamedTuple):
     """adj_t in CSR: ``indptr`` (targets + 1), ``indices`` (source of each entry), ``values`` (edge
-    weights in CSR order, ``None``: ones), ``num_cols`` (source nodes), ``reduce``: ``"sum"``
-    (values as given) or ``"mean"`` (already divided by each row's degree), and ``proof``: what
+    weights in CSR order, ``None``: ones, or ``1 / degree`` for ``reduce="mean"``), ``num_cols`` (source nodes), ``reduce``: ``"sum"``
+    (values as given) or ``"mean"`` (values already divided by each row's degree, or none: a
+    row scale), and ``proof``: what
     :class:`~sparsetir.nn.NeighborSampler` attaches to the blocks it builds (valid by
     construction, with the transpose the backward needs; ``ops.torch_ops.sample_structure``). The
     ops honour it only for the tensors it was made for, unmodified; any other structure is
@@ -47,18 +48,28 @@ class Adjacency(NamedTuple):
         return self.indptr.shape[0] - 1
 
     def mean(self, dtype: torch.dtype = torch.float32) -> Adjacency:
-        """The same structure with each row's values divided by its number of entries."""
+        """The same structure with each row's values divided by its number of entries; an unweighted
+        one stays without values (the mean is then a row scale, :meth:`row_scale`)."""
         if self.reduce == "mean":
             return self
+        if self.values is None:
+            return self._replace(reduce="mean")
         degree = self.indptr[1:] - self.indptr[:-1]
-        scale = torch.repeat_interleave(1.0 / degree.clamp(min=1).to(dtype), degree,
-                                        output_size=self.indices.shape[0])
-        values = scale if self.values is None else self.values.to(dtype) * scale
-        return Adjacency(self.indptr, self.indices, values, self.num_cols, "mean", self.proof)
+        scale = torch.repeat_interleave(self.row_scale(dtype), degree, output_size=self.indices.shape[0])
+        return self._replace(values=self.values.to(dtype) * scale, reduce="mean")
+
+    def row_scale(self, dtype: torch.dtype) -> Tensor:
+        """``1 / degree`` per row (1 for an empty row)."""
+        degree = self.indptr[1:] - self.indptr[:-1]
+        return 1.0 / degree.clamp(min=1).to(dtype)
 
     def weights(self, dtype: torch.dtype) -> Tensor:
-        """The values the SpMM takes (ones where none are stored)."""
+        """The per-entry values an SpMM takes: ones where none are stored, ``1 / degree`` for an
+        unweighted mean."""
         if self.values is None:
+            if self.reduce == "mean":
+                degree = self.indptr[1:] - self.indptr[:-1]
+                return torch.repeat_interleave(self.row_scale(dtype), degree, output_size=self.indices.shape[0])
             return torch.ones(self.indices.shape[0], dtype=dtype, device=self.indices.device)
         return self.values
 

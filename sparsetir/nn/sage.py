@@ -1,9 +1,10 @@
 """GraphSAGE: :class:`SAGEConv` (PyG's constructor, ``reset_parameters`` and state_dict keys) and
 :class:`GraphSAGE` (n layers, the state_dict keys of PyG's ``GraphSAGE``).
 
-``x'_i = W_r x_i + W_l mean_{j in N(i)} x_j + b``. The neighbour mean is one SpMM
-(``torch.ops.sparsetir.spmm``) whose values are ``1 / degree``, differentiable through
-``transpose_a``. Where the input is wider than the output the layer projects first and
+``x'_i = W_r x_i + W_l mean_{j in N(i)} x_j + b``. On an unweighted structure in CSR the
+neighbour mean is one kernel with the ``1 / degree`` row scale inside its reduction and no value
+array (``torch.ops.sparsetir.spmm_row_scaled``, its gradient the same over A^T); otherwise one SpMM
+(``torch.ops.sparsetir.spmm``) whose values are the weights divided by the degree. Where the input is wider than the output the layer projects first and
 aggregates the narrower result (``mean(x) W_l^T = mean(x W_l^T)``), as DGL does; then, for a
 graph (sources = targets), one matrix product computes both projections. Node features may be
 a torch sparse CSR tensor (bag-of-words features are mostly zeros): the projections are then
@@ -23,7 +24,8 @@ from .adjacency import Adjacency, as_adjacency
 
 __all__ = ["GraphSAGE", "SAGEConv"]
 
-AGGREGATIONS = ("mean", "sum", "add")
+AGGREGATIONS = ("mean", "sum", "add", "max", "min")
+EXTREMES = ("max", "min")  # not linear: aggregated before projecting, by torch.ops.sparsetir.spmm_reduce
 
 
 def _is_sparse(x) -> bool:
@@ -74,7 +76,7 @@ def _linear(x: Tensor, layer: nn.Linear) -> Tensor:
 
 
 class SAGEConv(nn.Module):
-    """The GraphSAGE operator with mean (or sum) aggregation, computed with sparsetir's SpMM.
+    """The GraphSAGE operator with mean, sum, max or min aggregation, computed with sparsetir's kernels.
 
     Parameters are PyG's ``SAGEConv``'s:
 
@@ -82,7 +84,8 @@ class SAGEConv(nn.Module):
         Input features (source, target); ``-1``: inferred on the first call (lazy).
     out_channels : int
     aggr : str
-        ``"mean"`` (default) or ``"sum"``/``"add"``.
+        ``"mean"`` (default), ``"sum"``/``"add"``, ``"max"`` or ``"min"`` (``torch.ops.sparsetir.spmm_reduce``:
+        a target without neighbours gets 0, and the gradient is split among ties as PyG's).
     normalize : bool
         L2-normalise the output rows.
     root_weight : bool
@@ -144,6 +147,8 @@ class SAGEConv(nn.Module):
     def propagate(self, x_src, x_dst, adj: Adjacency) -> Tensor:
         """The layer on an :class:`Adjacency`, after ``project`` (what :class:`GraphSAGE` calls)."""
         lazy = isinstance(self.lin_l.weight, nn.parameter.UninitializedParameter)
+        if self.aggr in EXTREMES:
+            return self._aggregate_first(x_src, x_dst, adj)
         if self.aggr == "mean":
             adj = adj.mean(self.lin_l.weight.dtype if not lazy else
                            (x_src.dtype if x_src.is_floating_point() else torch.float32))
@@ -156,8 +161,8 @@ class SAGEConv(nn.Module):
         """``lin_l(A x_src) + lin_r(x_dst)``: the order PyG computes in."""
         if _is_sparse(x_src):
             x_src = x_src.to_dense()
-        out = self.lin_l(_spmm(adj, x_src, self.format))
-        return self._finish(out, x_dst)
+        aggregated = _extreme(adj, x_src, self.aggr) if self.aggr in EXTREMES else _spmm(adj, x_src, self.format)
+        return self._finish(self.lin_l(aggregated), x_dst)
 
     def _project_first(self, x_src, x_dst, adj: Adjacency) -> Tensor:
         """``A (x_src W_l^T) + b + W_r x_dst``: the aggregation over ``out_channels`` features."""
@@ -193,7 +198,19 @@ def _spmm(adj: Adjacency, x: Tensor, format: str = "csr") -> Tensor:
         raise ValueError(f"the structure has {adj.num_cols} source nodes but the features have {x.shape[0]} rows")
     if adj.proof is not None:
         torch_ops.adopt(adj.proof, adj.indptr, adj.indices)  # a sampled block: valid by construction
+    if adj.values is None and adj.reduce == "mean" and format == "csr":  # a row scale, no value array
+        return torch.ops.sparsetir.spmm_row_scaled(adj.indptr, adj.indices, x.contiguous(), adj.row_scale(x.dtype),
+                                                   adj.num_cols)
     return torch.ops.sparsetir.spmm(adj.indptr, adj.indices, adj.weights(x.dtype), x, adj.num_cols, False, format)
+
+
+def _extreme(adj: Adjacency, x: Tensor, reduce: str) -> Tensor:
+    """The max (min) of each target's in-neighbours' features, 0 for a target without any (PyG's)."""
+    if x.shape[0] != adj.num_cols:
+        raise ValueError(f"the structure has {adj.num_cols} source nodes but the features have {x.shape[0]} rows")
+    if adj.proof is not None:
+        torch_ops.adopt(adj.proof, adj.indptr, adj.indices)
+    return torch.ops.sparsetir.spmm_reduce(adj.indptr, adj.indices, x.contiguous(), adj.num_cols, reduce)
 
 
 def _make_linear(in_features: int, out_features: int, bias: bool) -> nn.Module:

@@ -6,13 +6,14 @@ Stage I over CSR: ``C[i, k] += A[i, j] * B[j, k]`` over ``[I, J, K]`` with kinds
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..formats import read_sparse_input
-from ..formats.matrix import transpose
+from ..formats import CSR, CSRMatrix, read_sparse_input
+from ..formats.matrix import choose_index_dtype, transpose
 from ..formats.structure import SourceAxes
 from ..ir import SparseBuffer, SparseFunction, sparse_iteration
 from ..reference.spmm import SPMM_REFERENCE
@@ -89,6 +90,53 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
     return kernel
 
 
+_CSR_TEMPLATES: dict = {}  # (feat, dtype, target) -> a CSR kernel whose compiled function every CSR binding shares
+
+
+def bind_csr_spmm(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, shape: tuple, feat: int, *,
+                  dtype: str, target="llvm") -> Kernel | None:
+    """A CSR SpMM kernel bound to a *validated* structure in int32 arrays that the kernel may own
+    (read-only, not shared with a caller), sharing the compiled function of one template kernel
+    per (feat, dtype, target): no conversion, copy or format machinery per structure (what a
+    stream of fresh structures, as in mini-batch training, needs). None where the sizes need
+    int64 indices."""
+    (m, n), nnz = shape, int(indices.shape[0])
+    if choose_index_dtype(m + 1, n + 1, nnz, m * feat, n * feat) != "int32":
+        return None
+    key = (feat, dtype, json.dumps(target, sort_keys=True) if isinstance(target, dict) else target)
+    template = _CSR_TEMPLATES.get(key)
+    if template is None:
+        empty = CSRMatrix((1, 1), np.zeros(2, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
+        template = _CSR_TEMPLATES[key] = compile_spmm(empty, feat, format="csr", target=target, dtype=dtype,
+                                                      index_dtype="int32")
+    kernel = Kernel(template.function, template.spec, {"J_indptr": indptr, "J_indices": indices, "A": values},
+                    {"m": m, "n": n, "nnz": nnz})
+    kernel.timings = {"convert_s": 0.0, "compile_s": 0.0}
+    return kernel
+
+
+def _fresh_csr_kernel(matrix, feat: int, dtype: str, target) -> Kernel | None:
+    """For a validated ``CSRMatrix``: its own int32 copies bound by :func:`bind_csr_spmm`."""
+    if dtype not in ("float32", "float64") or matrix.values.dtype.kind not in "fiub":
+        return None
+    indptr = np.array(matrix.indptr, dtype=np.int32)  # copies: the kernel owns its structure
+    indices = np.array(matrix.indices, dtype=np.int32)
+    values = np.array(matrix.values, dtype=dtype)
+    for array in (indptr, indices, values):
+        array.flags.writeable = False
+    return bind_csr_spmm(indptr, indices, values, matrix.shape, feat, dtype=dtype, target=target)
+
+
+def _build(csr, feat: int, format, target, dtype: str, transpose_a: bool, knobs: dict) -> Kernel:
+    """The kernel for a structure not seen before: validated, then bound lean where it is plain CSR."""
+    matrix = read_sparse_input(csr)
+    if not knobs and not transpose_a and (format == "csr" or type(format) is CSR) and target == "llvm":
+        kernel = _fresh_csr_kernel(matrix, feat, dtype, target)
+        if kernel is not None:
+            return kernel
+    return compile_spmm(matrix, feat, format=format, target=target, dtype=dtype, transpose_a=transpose_a, **knobs)
+
+
 def spmm(A, B, *, format="csr", target="llvm", out=None, transpose_a: bool = False, **knobs):
     """``A @ B`` for a sparse A and a dense B.
 
@@ -121,9 +169,8 @@ def spmm(A, B, *, format="csr", target="llvm", out=None, transpose_a: bool = Fal
     values = csr.data if sp.issparse(csr) else csr.values
     key = options_key("spmm", shape, int(B.shape[1]), dtype, np.dtype(values.dtype).str, format, target,
                       transpose_a, knobs)
-    kernel = PREPARED.get(key, (csr.indptr, csr.indices, values), lambda: compile_spmm(
-        read_sparse_input(csr), int(B.shape[1]), format=format, target=target, dtype=dtype, transpose_a=transpose_a,
-        **knobs))
+    kernel = PREPARED.get(key, (csr.indptr, csr.indices, values),
+                          lambda: _build(csr, int(B.shape[1]), format, target, dtype, transpose_a, knobs))
     return kernel(B, out=out)
 
 
@@ -132,4 +179,4 @@ SPMM = register_op(OpSpec("spmm", function=spmm_function, compile=compile_spmm, 
                                          "horizontal_fuse": ...},
                                  "cuda": {"rows_per_block": ..., "lanes": ..., "specialize": ...}}))
 
-__all__ = ["compile_spmm", "spmm", "spmm_function"]
+__all__ = ["bind_csr_spmm", "compile_spmm", "spmm", "spmm_function"]

@@ -57,11 +57,10 @@ import torch
 from torch import Tensor
 
 from ..formats import CSRMatrix, parse_format, read_sparse_input
-from ..formats.matrix import INT32_LIMIT, choose_index_dtype
-from ..runtime.kernel import Kernel
+from ..formats.matrix import INT32_LIMIT
 from ..runtime.validate import check_indices, check_indptr
 from .sddmm import SDDMM, compile_sddmm
-from .spmm import SPMM, compile_spmm
+from .spmm import SPMM, bind_csr_spmm, compile_spmm
 
 __all__ = ["CACHED_STRUCTURES", "adopt", "canonical_order", "clear_cache", "format_string", "sample_structure",
            "sddmm_torch", "spmm_torch", "stats"]
@@ -162,7 +161,8 @@ def _structure(indptr: Tensor, indices: Tensor, num_cols: int) -> _Structure:
         host_ptr, host_idx = _host_index(indptr), _host_index(indices)
         check_indptr(host_ptr, name="indptr", rows=rows, nnz=nnz)
         check_indices(host_idx, name="indices", length=num_cols)
-        matrix = CSRMatrix((rows, num_cols), _narrowed(host_ptr, num_cols), _narrowed(host_idx, num_cols),
+        narrow = max(rows + 1, nnz, num_cols) <= INT32_LIMIT  # int32, the kernels' index dtype, where it fits
+        matrix = CSRMatrix((rows, num_cols), _read_only(host_ptr, narrow), _read_only(host_idx, narrow),
                            np.ones(nnz, np.float32))
         if indptr.device.type == "cpu" and indptr.dtype == torch.int64 and indices.dtype == torch.int64:
             reference = (torch.from_numpy(host_ptr), torch.from_numpy(host_idx))
@@ -179,9 +179,9 @@ def _structure(indptr: Tensor, indices: Tensor, num_cols: int) -> _Structure:
         return record
 
 
-def _narrowed(array: np.ndarray, num_cols: int) -> np.ndarray:
-    """A validated index array in int32 where the structure fits (the kernels' index dtype), read-only."""
-    if array.dtype != np.int32 and max(array.shape[0], num_cols, int(array[-1]) if array.size else 0) <= INT32_LIMIT:
+def _read_only(array: np.ndarray, narrow: bool) -> np.ndarray:
+    """A validated index array, in int32 when ``narrow``, read-only."""
+    if narrow and array.dtype != np.int32:
         array = array.astype(np.int32)
     array.flags.writeable = False
     return array
@@ -327,32 +327,19 @@ def _kernel(record: _Structure, op: str, feat: int, dtype: torch.dtype, transpos
     return kernel
 
 
-_TEMPLATES: dict = {}  # (feat, dtype, idtype, target) -> a CSR SpMM kernel whose compiled function others share
-
-
 def _bound_csr_kernel(record: _Structure, op: str, feat: int, dtype: str, transpose_a: bool, fmt: str,
                       options: dict, target: str, device: torch.device):
-    """A CSR SpMM kernel bound to the record's own (validated or sampled) int32 arrays, sharing the
-    compiled function of one template per (feat, dtype, target): no conversion or copy per
-    structure. None where that does not apply (another op or format, knobs, int64 sizes)."""
+    """A CSR SpMM kernel bound to the record's own (validated or sampled) int32 arrays
+    (``spmm.bind_csr_spmm``: one compiled function per (feat, dtype, target), no conversion or copy
+    per structure). None where that does not apply (another op or format, knobs, int64 sizes)."""
     if op != "spmm" or fmt.strip().lower() != "csr" or options or device.type != "cpu":
         return None
     matrix = _transposed(record)[0] if transpose_a else record.matrix
-    (m, n), nnz = matrix.shape, matrix.nnz
-    idtype = choose_index_dtype(m + 1, n + 1, nnz, m * feat, n * feat)
-    if idtype != "int32" or matrix.indptr.dtype != np.int32 or matrix.indices.dtype != np.int32:
+    if matrix.indptr.dtype != np.int32 or matrix.indices.dtype != np.int32:
         return None
-    key = (feat, dtype, target)
-    template = _TEMPLATES.get(key)
-    if template is None:
-        empty = CSRMatrix((1, 1), np.zeros(2, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
-        template = _TEMPLATES[key] = compile_spmm(empty, feat, format="csr", target=_target_of(target, device),
-                                                  dtype=dtype, index_dtype="int32")
-    values = np.ones(nnz, np.float32)  # a placeholder: the custom op passes the values on every call
-    kernel = Kernel(template.function, template.spec,
-                    {"J_indptr": matrix.indptr, "J_indices": matrix.indices, "A": values}, {"m": m, "n": n, "nnz": nnz})
-    kernel.timings = {"convert_s": 0.0, "compile_s": 0.0}
-    return kernel
+    values = np.ones(matrix.nnz, np.float32)  # a placeholder: the custom op passes the values on every call
+    return bind_csr_spmm(matrix.indptr, matrix.indices, values, matrix.shape, feat, dtype=dtype,
+                         target=_target_of(target, device))
 
 
 def _kernel_values(kernel, values: Tensor, record: _Structure | None = None) -> Tensor:

@@ -137,8 +137,8 @@ def test_lazy_input_channels_and_errors():
     conv = SAGEConv(-1, 8)
     assert conv(torch.randn(5, 3), torch.tensor([[0, 1, 2], [1, 2, 0]])).shape == (5, 8)
     assert conv.lin_l.weight.shape == (8, 3)
-    with pytest.raises(ValueError, match="aggregates with mean, sum, add"):
-        SAGEConv(4, 8, aggr="max")
+    with pytest.raises(ValueError, match="aggregates with mean, sum, add, max, min"):
+        SAGEConv(4, 8, aggr="median")
     with pytest.raises(TypeError, match="an edge_index tensor"):
         as_adjacency([1, 2, 3], 3)
     with pytest.raises(ValueError, match="3 source nodes but the features have 4 rows"):

@@ -91,3 +91,21 @@ def test_the_cache_is_bounded_by_count_and_bytes():
     assert cache.get(options_key("op"), (np.full(10, 3),), lambda: "rebuilt") == 3
     assert cache.get(options_key("op"), (np.zeros(1000),), lambda: "big") == "big"  # too big to keep
     assert len(cache) == 2
+
+
+def test_fresh_csr_structures_share_one_compiled_function_and_equal_scipy():
+    rng = np.random.default_rng(3)
+    B = rng.standard_normal((30, 8))
+    functions = set()
+    for seed, index in ((4, np.int32), (5, np.int64)):
+        A = graph(seed).astype(np.float64)
+        A.indptr, A.indices = A.indptr.astype(index), A.indices.astype(index)
+        A.indices[A.indptr[3]:A.indptr[4]] = A.indices[A.indptr[3]:A.indptr[4]][::-1].copy()  # an unsorted row
+        A.data[:3] = [1, 2, 3]
+        np.testing.assert_allclose(spmm(A, B), A @ B, rtol=1e-12)
+        (kernel,) = [entry[3] for entry in PREPARED._entries.values() if entry[0][0] == "spmm" and
+                     entry[2][0].dtype == index]
+        functions.add(id(kernel.function))
+        assert not kernel._bound["J_indices"].flags.writeable
+        assert not np.shares_memory(kernel._bound["J_indices"], A.indices)
+    assert len(functions) == 1
