@@ -30,7 +30,7 @@ def test_every_contender_computes_the_same_model_from_the_shared_weights(cora_ta
         torch.testing.assert_close(out, outputs["pyg-gatconv"], rtol=1e-4, atol=1e-4, msg=name)
 
 
-def test_training_records_time_accuracy_and_peak_memory():
+def test_training_records_time_accuracy_and_peak_memory(tmp_path):
     policy = TRAINING_POLICY.replace(samples=2, min_samples=1, flush=False)
     records = benchmark_gat_training("cora", GATSettings(epochs=2), contenders=gat_contenders(["pyg-gatconv"]),
                                      policy=policy, log=lambda line: None)
@@ -54,6 +54,14 @@ def test_training_records_time_accuracy_and_peak_memory():
     assert mine["peak_vs_pyg"] > 0
     text = markdown(table, "gat", 2.0)
     assert "geometric mean" in text and "target 2.0x" in text and "no dgl" in text
+    import json
+
+    from training_family import tables
+
+    (tmp_path / "r.json").write_text(json.dumps(records))
+    paths = {ext: tmp_path / f"speedup.{ext}" for ext in ("csv", "md", "tex")}
+    tables(records_paths=[tmp_path / "r.json"], experiment="gat", target=2.0, **paths)
+    assert "Interference (the sentinel" in paths["md"].read_text()  # its rounds and contaminated cases
 
 
 def test_an_unknown_baseline_is_refused():

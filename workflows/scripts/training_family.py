@@ -187,13 +187,14 @@ def markdown(table: pd.DataFrame, experiment: str, target: float | None) -> str:
 
 def tables(*, records_paths, experiment: str, target, csv: Path, md: Path, tex: Path) -> pd.DataFrame:
     from sparsetir.bench.records import write_text_atomic
+    from sparsetir.bench.report.summary import interference_paragraph
 
     records = []
     for path in records_paths:
         records += json.loads(Path(path).read_text())
     table = summary_frame(records)
     write_text_atomic(csv, table.to_csv(index=False))
-    write_text_atomic(md, markdown(table, experiment, target))
+    write_text_atomic(md, markdown(table, experiment, target) + interference_paragraph(records))
     columns = ["dataset", "contender", "ms_per_epoch", "speedup_vs_best_baseline", "test_acc", "peak_mib"]
     write_text_atomic(tex, table[table["status"] == "ok"][columns].round(3).to_latex(index=False, escape=True,
                                                                                      na_rep="--"))
