@@ -3,6 +3,10 @@
 # records; then the report (report.md, report.html) over every experiment's summary.
 
 
+# Seconds of pandas and seaborn: run on the submitting host, never queued on a cluster.
+localrules: speedup_tables, speedup_figures, family_summary, report
+
+
 rule speedup_tables:
     input:
         records=lambda wildcards: record_paths(wildcards.experiment),

@@ -19,7 +19,7 @@ rule tune_case:
         feat=r"\d+",
     params:
         tuning=config["tuning"],
-    threads: max(1, workflow.cores or 1)
+    threads: TIMED_THREADS
     script:
         "../scripts/tune_case.py"
 
@@ -51,7 +51,7 @@ rule run_case:
         device=config["device"],
         seed=config["seed"],
         dataset=lambda wildcards: DATASETS[wildcards.dataset],
-    threads: max(1, workflow.cores or 1)
+    threads: TIMED_THREADS
     resources:
         gpu=1 if config["device"] == "cuda" else 0,
     script:

@@ -4,6 +4,10 @@
 # (--config bundle_records=<folder>), fills the tuning database and results/reference/gpu/.
 
 
+# gpu_ingest reads a folder on the submitting host; gpu_bundle compiles, so it may go to the cluster.
+localrules: gpu_ingest
+
+
 rule gpu_bundle:
     output:
         directory(f"{RESULTS}/gpu-bundle"),

@@ -3,6 +3,7 @@ import glob
 import sys
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflows" / "scripts"))
+from cluster_preflight import check_slurm_run
 from harness_config import FAMILIES, cases, check_config, dataset_names, dataset_slug, pending_families, uses_tuning
 from sparsetir.bench.report.document import config_hash
 
@@ -14,9 +15,18 @@ RESULTS = config["results"]
 from data_preflight import keep as keep_data_survey, preflight
 
 DATA_SURVEY = preflight(config)
+# A timed job has its cores to itself: locally every core of --cores; on a cluster (no --cores) the CPUs
+# the profile's max-threads grants (the SLURM plugin asks --cpus-per-task=threads, profiles/slurm). The
+# rules never read workflow.cores, which a run without --cores leaves undefined.
+TIMED_THREADS = workflow.resource_settings.cores or workflow.resource_settings.max_threads or 1
 
 
 onstart:
+    # on SLURM, before anything is submitted: every job fits a node of its partition and the plugin can see
+    # jobs finish (cluster_preflight.py); a clear error otherwise
+    slurm_summary = check_slurm_run(workflow)
+    if slurm_summary:
+        print(slurm_summary, flush=True)
     keep_data_survey(DATA_SURVEY, RESULTS, config["data"])
     # the machine check before any timing (sparsetir.timing.machine): printed, kept as <results>/machine.json;
     # with timing.strict a busy machine stops the run here, naming what is busy

@@ -4,6 +4,8 @@
 
 if PENDING_EXPERIMENTS:
 
+  localrules: pending_experiment
+
   rule pending_experiment:
       output:
           csv=f"{RESULTS}/{{pending}}/speedup.csv",

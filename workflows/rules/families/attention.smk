@@ -34,7 +34,7 @@ if ATTENTION is not None:
             timing=lambda wildcards: ATTENTION.get("timing") or config["timing"],
             device=config["device"],
             seed=config["seed"],
-        threads: max(1, workflow.cores or 1)
+        threads: TIMED_THREADS
         resources:
             gpu=1 if config["device"] == "cuda" else 0,
         script:
@@ -51,9 +51,11 @@ if ATTENTION is not None:
             device=config["device"],
             seed=config["seed"],
             data=config["data"],
-        threads: max(1, workflow.cores or 1)
+        threads: TIMED_THREADS
         script:
             "../../scripts/attention_prunedbert.py"
+
+    localrules: attention_tables, attention_figures  # tables and figures: on the submitting host
 
     rule attention_tables:
         input:

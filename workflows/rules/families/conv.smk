@@ -37,9 +37,11 @@ if CONV is not None:
             timing=config["timing"],
             data=config["data"],
             seed=config["seed"],
-        threads: max(1, workflow.cores or 1)
+        threads: TIMED_THREADS
         script:
             "../../scripts/conv_case.py"
+
+    localrules: conv_tables, conv_figures  # tables and figures: on the submitting host
 
     rule conv_tables:
         input:

@@ -45,7 +45,7 @@ if RGCN is not None:
             timing=config["timing"],
             data=config["data"],
             seed=config["seed"],
-        threads: max(1, workflow.cores or 1)
+        threads: TIMED_THREADS
         script:
             "../../scripts/rgcn_case.py"
 
@@ -64,6 +64,8 @@ if RGCN is not None:
         threads: 1
         script:
             "../../scripts/rgcn_memory.py"
+
+    localrules: rgcn_tables, rgcn_figures  # tables and figures: on the submitting host
 
     rule rgcn_tables:
         input:

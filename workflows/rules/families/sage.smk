@@ -36,9 +36,11 @@ if SAGE is not None:
             dataset=lambda wildcards: SAGE_DATASETS[wildcards.sage_dataset],
             sage=SAGE,
             data=config["data"],
-        threads: max(1, workflow.cores or 1)
+        threads: TIMED_THREADS
         script:
             "../../scripts/sage_train.py"
+
+    localrules: sage_tables, sage_figures  # tables and figures: on the submitting host
 
     rule sage_tables:
         input:
