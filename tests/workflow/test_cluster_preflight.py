@@ -33,7 +33,7 @@ MinJobAge               = 300 sec
 SlurmctldPort           = 6817
 """
 #: the rules that time something (threads = the CPUs they are granted) and the others that are submitted
-TIMED_RULES = {"run_case", "tune_case", "rgcn_case", "conv_case", "sage_train", "attention_case",
+TIMED_RULES = {"run_case", "tune_case", "rgcn_case", "conv_case", "sage_train", "training_run", "attention_case",
                "attention_prunedbert"}
 SUBMITTED_RULES = TIMED_RULES | {"rgcn_memory", "prepare_dataset", "gpu_bundle"}
 
@@ -144,7 +144,7 @@ def test_tables_figures_and_the_report_are_local_rules():
              for line in re.findall(r"localrules: ([\w, ]+)", path.read_text()) for name in line.split(",")}
     assert {"speedup_tables", "speedup_figures", "family_summary", "report", "pending_experiment", "gpu_ingest",
             "rgcn_tables", "rgcn_figures", "conv_tables", "conv_figures", "sage_tables", "sage_figures",
-            "attention_tables", "attention_figures"} <= local
+            "attention_tables", "attention_figures", "training_tables", "training_figures"} <= local
     assert not local & SUBMITTED_RULES
 
 

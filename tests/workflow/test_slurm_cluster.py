@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -29,7 +30,7 @@ RGCN = Path("results") / "smoke" / "rgcn"
 #: the documented override for a quick run: the first status check after 5 s instead of 40 s
 QUICK = ("--slurm-init-seconds-before-status-checks", "5")
 HANG_S = 1200  # only catches a hang (a finished job the plugin never notices)
-TIMED_RULES = {"rgcn_case"}  # in this target; rgcn_memory measures memory with one thread
+TIMED_RULES = {"rgcn_case", "training_run"}  # in this target; rgcn_memory measures memory with one thread
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +56,29 @@ def slurm(tmp_path_factory):
 
 
 def _jobs_of(log: str) -> dict[str, dict]:
-    """SLURM's view of this run's jobs (squeue keeps finished ones for MinJobAge): id -> state, CPUs, rule."""
-    run_uuid = next(line.split()[-1] for line in log.splitlines() if "SLURM run ID:" in line)
-    table = subprocess.run(["squeue", "--states=all", "--noheader", "--name", run_uuid, "--format=%i|%T|%C|%k"],
+    """SLURM's view of this run's jobs (squeue keeps finished ones for MinJobAge): id -> state, CPUs, rule, output."""
+    run_uuid = re.search(r"SLURM run ID: (\S+)", log).group(1)
+    outputs = {jobid: (rule, output.split(",")[0]) for rule, output, jobid in
+               re.findall(r"rule (\w+):\n(?:    (?!output:).*\n)*    output: (.*)\n(?:    (?!jobid:).*\n)*    jobid: (\d+)",
+                          log)}
+    submitted = dict((slurm_id, job) for job, slurm_id in re.findall(r"Job (\d+) has been submitted with SLURM jobid (\d+)",
+                                                                     log))
+    table = subprocess.run(["squeue", "--states=all", "--noheader", "--name", run_uuid, "--format=%i|%T|%C"],
                            capture_output=True, text=True, check=True, timeout=60).stdout
     jobs = {}
     for line in table.splitlines():
-        job_id, state, cpus, comment = line.split("|")
-        rule, _, wildcards = comment.removeprefix("rule_").partition("_wildcards_")
-        jobs[job_id] = {"state": state, "cpus": int(cpus), "rule": rule, "wildcards": wildcards}
+        slurm_id, state, cpus = line.split("|")
+        rule, output = outputs[submitted[slurm_id]]
+        jobs[slurm_id] = {"state": state, "cpus": int(cpus), "rule": rule, "output": output}
     return jobs
+
+
+def _threads(record: dict) -> set[int]:
+    """Every thread count a record's provenance states (a row that timed nothing states none)."""
+    provenance = record["provenance"]
+    counts = {provenance.get("threads"), provenance.get("torch_threads"),
+              provenance.get("env", {}).get("OMP_NUM_THREADS") if "torch_threads" in provenance else None}
+    return {int(count) for count in counts if count is not None}
 
 
 @pytest.fixture(scope="module")
@@ -102,18 +116,16 @@ def test_every_job_slurm_ran_got_as_many_cpus_as_it_ran_threads(runs):
     on_slurm, log, _ = runs
     jobs = _jobs_of(log)
     assert jobs and all(job["state"] == "COMPLETED" for job in jobs.values()), jobs
-    assert {job["rule"] for job in jobs.values()} == {"rgcn_case", "rgcn_memory"}  # tables, figures: local
+    assert {job["rule"] for job in jobs.values()} == TIMED_RULES | {"rgcn_memory"}  # tables, figures: local
     timed = 0
     for job in jobs.values():
         if job["rule"] in TIMED_RULES:
-            records = json.loads((on_slurm / RGCN / "timed" / f"{job['wildcards']}.json").read_text())
-            # a dataset no route provides has only "unavailable" rows, which time nothing
-            threads = {record["provenance"]["threads"] for record in records if "threads" in record["provenance"]}
+            threads = set().union(*(_threads(record) for record in json.loads((on_slurm / job["output"]).read_text())))
             assert threads in (set(), {job["cpus"]}) and job["cpus"] == 2, (job, threads)  # the max-threads
             timed += bool(threads)
         else:
             assert job["cpus"] == 1, job
-    assert timed  # at least one job timed something
+    assert timed >= 2  # the R-GCN inference case and the training run on the graph every route provides
     assert "SLURM pre-flight: 1 node(s); every job fits: rgcn_case (2 CPUs, 4000 MB)" in log
 
 

@@ -25,9 +25,11 @@ if TRAINING:
                 wildcards.training_dataset],
             section=lambda wildcards: TRAINING[TRAINING_BY_FOLDER[wildcards.training]]["section"],
             data=config["data"],
-        threads: max(1, workflow.cores or 1)
+        threads: TIMED_THREADS
         script:
             "../scripts/training_family.py"
+
+    localrules: training_tables, training_figures  # tables and figures: on the submitting host
 
     rule training_tables:
         input:
