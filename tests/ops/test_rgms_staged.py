@@ -52,7 +52,7 @@ def test_real_rgcn_graphs(name):
 
 
 def test_a_kitti_crop_convolution():
-    coords, _ = kitti_crop()
+    coords, _ = kitti_crop(extent=300)  # 3,629 voxels
     for stride, (c_in, c_out) in ((1, (16, 32)), (2, (32, 64))):
         kmap = kernel_map(coords, stride=stride, spatial_shape=(coords[:, 1:].max(0) + 1).tolist())
         X, W = operands(kmap.num_inputs, kmap.num_offsets, c_in, c_out)
@@ -157,3 +157,20 @@ def test_bad_knobs_are_refused_before_any_kernel_runs():
         rgms(matrices, X, W, format="csf", gather=True)
     with pytest.raises(ValueError, match="rows"):
         parse_format("rtile:0")
+
+
+def test_the_untuned_default_stages_where_the_cost_rule_says_so():
+    from sparsetir.ops.rgms import choose_staged
+
+    coords, _ = kitti_crop(extent=300)  # 3,629 voxels
+    kmap = kernel_map(coords, spatial_shape=(coords[:, 1:].max(0) + 1).tolist())
+    assert choose_staged(kmap.relational(), 32, 32)  # a kernel map: one input per (output, offset)
+    assert compile_sparse_conv3d(kmap, 32, 32).spec["format"].startswith("RTile")
+    assert compile_sparse_conv3d(kmap, 32, 32, stage=False).spec["format"] == "CSF()"
+    aifb = relational("aifb")
+    assert not choose_staged(aifb, 32, 32)  # rows repeat per relation: csf aggregates first
+    assert compile_rgms(aifb, 32, 32).spec["format"] == "CSF()"
+    assert compile_rgms(aifb, 32, 32, stage=True).spec["format"].startswith("RTile")
+    assert not choose_staged(kmap.relational(), 3, 5)  # products too small for the micro-kernel
+    with pytest.raises(ValueError, match="contradicts"):
+        compile_rgms(aifb, 32, 32, format="csf", stage=True)
