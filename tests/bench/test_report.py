@@ -53,6 +53,13 @@ def test_geomean_interval_holds_the_geomean():
     assert interval.low <= interval.value <= interval.high and interval.verdict == "win"
 
 
+def test_a_geomean_over_single_round_cases_has_no_interval():
+    # one timed round per case (a two-epoch training run): nothing to resample, so no (x–x) interval
+    interval = geomean_interval([([2e-3], [1e-3]), (noisy(2e-3, 0.1, seed=1), noisy(1e-3, 0.1, seed=2))])
+    assert interval.value > 1.0 and math.isnan(interval.low) and interval.verdict == "n/a"
+    assert interval.text() == f"{interval.value:.2f}×"
+
+
 def test_speedup_axis_ticks_limits_and_colours():
     style.apply_style()
     limits = style.speedup_limits([0.7, 3.1, 1.4])

@@ -57,6 +57,9 @@ BAD = {
     "1e10 synthetic entries": (lambda c: c.update(datasets=["synthetic:100000x100000:1"]),
                                r"datasets: generator spec 'synthetic:100000x100000:1' is too large"),
     "1e10 R-MAT edges": (lambda c: c.update(datasets=["rmat:29:16"]), r"generator spec 'rmat:29:16' is too large"),
+    "a smoke config without one family": (lambda c: c.pop("attention"), r"every_family: no section for attention"),
+    "a family left out that does not exist": (lambda c: c["left_out"].update(spmv="why"),
+                                              r"left_out: unknown family spmv"),
 }
 
 

@@ -180,3 +180,18 @@ def test_the_run_starts_with_the_machine_check_and_keeps_it(smoke_run):
     check = json.loads((workdir / RESULTS / "machine.json").read_text())
     assert {"load_average", "other_cpu_cores", "steal_cores", "memory", "cpufreq", "threads", "busy"} <= set(check)
     assert "machine check (" in log and ("quiet:" in log or "busy:" in log)
+
+
+def test_every_family_runs_in_the_smoke_run_and_its_headline_has_rounds_behind_its_interval(smoke_run):
+    from sparsetir.bench.report.summary import read_summary
+
+    workdir, _, _ = smoke_run
+    smoke = yaml.safe_load(Path(SMOKE).read_text())
+    implemented = {path.stem for path in (REPO_ROOT / "workflows" / "rules" / "families").glob("*.smk")}
+    assert smoke["every_family"] and set(pending_families(smoke, implemented)) <= set(smoke["left_out"])
+    attention = pd.read_csv(workdir / RESULTS / "attention" / "speedup.csv")
+    assert set(attention[attention["status"] == "ok"]["experiment"]) == {"attention", "prunedbert"}
+    sage = read_summary(workdir / RESULTS / "sage" / "summary.json")
+    assert sage["headline"]
+    for row in sage["headline"]:  # four timed epochs per contender: an interval, not (x–x)
+        assert row["low"] is not None and row["low"] < row["high"], row

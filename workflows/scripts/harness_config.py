@@ -135,6 +135,16 @@ def check_config(config: dict, configfiles=()) -> dict:
     from sparsetir.data.generators import parse_spec
 
     config["results"] = results_folder(config["results"], configfiles)
+    left_out = config.get("left_out") or {}
+    unknown = sorted(set(left_out) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"config left_out: unknown famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+                         f"known: {', '.join(FAMILIES)}")
+    missing = [family for family in FAMILIES if config.get(family) is None and family not in left_out]
+    if config.get("every_family") and missing:
+        raise ValueError(f"config every_family: no section for {', '.join(missing)} (every family of the harness "
+                         "must be configured here; give each a section, say why in left_out, or set every_family: "
+                         "false)")
     _check_results(config["results"])
     mirror = config["data"].get("mirror")
     if mirror not in (None, AUTO) and not Path(mirror).expanduser().is_dir():

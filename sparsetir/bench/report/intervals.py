@@ -122,9 +122,11 @@ def number_cell(value, digits: int = 2) -> str:
 def geomean_interval(pairs: Sequence[tuple], *, seed: int = SEED, count: int = BOOTSTRAP) -> Interval:
     """The geometric mean of the speedups of ``(reference_samples, contender_samples)`` pairs (or
     ``(reference_samples, contender_samples, groups)``), with an interval that resamples every case
-    in each replicate. Pairs without samples are skipped."""
+    in each replicate. Pairs without samples are skipped; when a case has a single round, there is
+    nothing to resample: the geomean has no interval (NaN bounds) rather than a zero-width one."""
     rng = np.random.default_rng(seed)
     logs, replicate_logs = [], []
+    single_round = False
     for reference_samples, contender_samples, *rest in pairs:
         groups = rest[0] if rest else None
         reference, contender = _samples(reference_samples), _samples(contender_samples)
@@ -134,10 +136,12 @@ def geomean_interval(pairs: Sequence[tuple], *, seed: int = SEED, count: int = B
         if reference.size >= 2 and contender.size >= 2:
             replicate_logs.append(np.log(_resampled_ratios(reference, contender, rng, count, groups)))
         else:
-            replicate_logs.append(np.full(count, logs[-1]))
+            single_round = True
     if not logs:
         return NAN
     value = math.exp(sum(logs) / len(logs))
+    if single_round:
+        return Interval(value, math.nan, math.nan)
     low, high = _bounds(np.exp(np.mean(replicate_logs, axis=0)))
     return Interval(value, min(low, value), max(high, value))
 
