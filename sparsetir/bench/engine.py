@@ -51,6 +51,7 @@ class Row:
     bound_fraction: float | None = None  # the case's tighter measured bound over this row's median (bounds.py)
     timings: dict | None = None  # the sparsetir kernel's {"convert_s", "compile_s"}
     run: Callable[[], object] | None = field(default=None, repr=False)
+    extra: dict = field(default_factory=dict, repr=False)  # what a family's check found (bench.family)
 
 
 def prepare(row: Row, factory: Callable[[], Callable[[], object]], case: Case) -> Row:

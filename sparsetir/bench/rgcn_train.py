@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rgcn import SYNTHETIC_PREFIX, parse_synthetic
+from ..data.random_relational import RELATIONAL_PREFIX, parse_relational_spec
 from .training import TRAINING_POLICY, TrainSettings, TrainTask, benchmark_training, training_summary
 
 __all__ = ["BASELINES", "EXPERIMENT", "RGCNTrainSettings", "SparsetirRGCN", "benchmark_rgcn_training",
@@ -86,7 +86,7 @@ def entity_task(name: str, settings: RGCNTrainSettings) -> TrainTask:
 
     from ..data.entities import load_entities  # noqa: PLC0415
 
-    task = _synthetic_task(name, settings.seed) if name.startswith(SYNTHETIC_PREFIX) else load_entities(name)
+    task = _synthetic_task(name, settings.seed) if name.startswith(RELATIONAL_PREFIX) else load_entities(name)
     y = np.zeros(task.num_nodes, np.int64)
     y[task.train_idx], y[task.test_idx] = task.train_y, task.test_y
     dims = {"nodes": task.num_nodes, "hidden": settings.hidden, "classes": task.num_classes,
@@ -103,7 +103,7 @@ def entity_task(name: str, settings: RGCNTrainSettings) -> TrainTask:
 def _synthetic_task(name: str, seed: int):
     from ..data.entities import EntityClassification  # noqa: PLC0415
 
-    nodes, relations, edges = parse_synthetic(name)
+    nodes, relations, edges = parse_relational_spec(name)
     if nodes < 100:
         raise ValueError(f"{name}: a synthetic task needs at least 100 nodes (80 training, 20 test)")
     rng = np.random.default_rng(seed)

@@ -8,8 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sparsetir.bench import conv as bench
+from sparsetir.bench.__main__ import parse_args
+from sparsetir.bench.families import conv as bench
+from sparsetir.bench.family import Contender
 from sparsetir.bench.records import validate_record
+from sparsetir.data.lidar_scan import check_cloud_name, synthetic_scan
 from sparsetir.timing import TimingPolicy
 
 # the sentinel off: its repeats on a busy machine would change the sample counts these tests read
@@ -36,14 +39,14 @@ def _wrong_contender(calls: list):
 
         return run
 
-    return bench.Contender("wrong-conv", factory)
+    return Contender("wrong-conv", factory)
 
 
 @pytest.fixture(scope="module")
 def records():
     calls = []
-    contenders = [bench.sparsetir_contender(None),
-                  *bench.baseline_contenders(["spconv-1thread", "torch-gather-mm", "torchsparse"]),
+    contenders = [bench.FAMILY.sparsetir_contender(None),
+                  *bench.FAMILY.baseline_contenders(["spconv-1thread", "torch-gather-mm", "torchsparse"]),
                   _wrong_contender(calls)]
     found = bench.benchmark_scan(CLOUD, 0.3, contenders, layers=["4:8:1@0", "8:8:2@0"], network=["4:8:1", "8:8:2"],
                                  timing=TINY, threads=2)
@@ -116,13 +119,13 @@ def test_layer_strings_clouds_and_the_command_line_are_checked(capsys):
     with pytest.raises(ValueError, match="c_in:c_out:stride"):
         bench.parse_layer("4:8:1@0", network=True)
     with pytest.raises(ValueError, match="unknown point cloud"):
-        bench.check_cloud_name("cora")
+        check_cloud_name("cora")
     with pytest.raises(ValueError, match="lidar"):
-        bench.check_cloud_name("lidar:0")
-    scan = bench.synthetic_scan(500, seed=3)
-    assert scan.shape == (500, 4) and np.array_equal(scan, bench.synthetic_scan(500, seed=3))
+        check_cloud_name("lidar:0")
+    scan = synthetic_scan(500, seed=3)
+    assert scan.shape == (500, 4) and np.array_equal(scan, synthetic_scan(500, seed=3))
     with pytest.raises(SystemExit):
-        bench.parse_args(["--help"])
+        parse_args("conv", ["--help"])
     assert "--voxel-size" in capsys.readouterr().out
 
 

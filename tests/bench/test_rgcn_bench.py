@@ -4,8 +4,12 @@ datasets or contenders that cannot run give records saying why."""
 import numpy as np
 import pytest
 
-from sparsetir.bench import rgcn as bench
+from sparsetir.bench.__main__ import parse_args
+from sparsetir.bench.families import rgcn as bench
+from sparsetir.bench.family import Contender
+from sparsetir.bench.memory import MEMORY_METHODS, measure_memory
 from sparsetir.bench.records import validate_record
+from sparsetir.data.random_relational import check_relational_name, parse_relational_spec
 from sparsetir.reference.rgcn import rgcn_inputs
 from sparsetir.timing import TimingPolicy
 
@@ -29,15 +33,15 @@ def _wrong_contender(calls: list):
 
         return run
 
-    return bench.Contender("wrong-model", factory)
+    return Contender("wrong-model", factory)
 
 
 @pytest.fixture(scope="module")
 def records():
     """sparsetir, the torch relation loop, a wrong contender and Graphiler on a small random graph (no memory)."""
     calls = []
-    contenders = [bench.sparsetir_contender(None),
-                  *bench.baseline_contenders(["torch-relation-loop", "graphiler"]), _wrong_contender(calls)]
+    contenders = [bench.FAMILY.sparsetir_contender(None),
+                  *bench.FAMILY.baseline_contenders(["torch-relation-loop", "graphiler"]), _wrong_contender(calls)]
     found = bench.benchmark_dataset(GRAPH, contenders, dims=DIMS, timing=TINY, memory=False, threads=2)
     return {record["contender"]: record for record in found}, calls
 
@@ -89,29 +93,30 @@ def test_a_contender_that_fails_to_build_gets_a_failed_row():
         raise RuntimeError("no kernel for you")
 
     inputs = rgcn_inputs(bench.load_graph(GRAPH), DIMS)
-    (row,) = bench.check_contenders([bench.Contender("broken", broken)], inputs, bench.reference_case(inputs))
+    (row,) = bench.FAMILY.check([Contender("broken", broken)], inputs, bench.FAMILY.reference(inputs))
     assert row.run is None and row.error.startswith("failed to build: RuntimeError: no kernel for you")
 
 
 def test_peak_memory_is_measured_in_a_fresh_process_per_contender():
-    contenders = bench.baseline_contenders(["torch-gather-bmm-scatter"]) + [bench.Contender("local", lambda i: None)]
-    memory = bench.measure_memory(contenders, "relational:2000:4:40000", DIMS, 0, threads=1)
+    contenders = bench.FAMILY.baseline_contenders(["torch-gather-bmm-scatter"]) + [Contender("local", lambda i: None)]
+    memory = measure_memory("rgcn", contenders, {"dataset": "relational:2000:4:40000", "dims": DIMS, "seed": 0},
+                            threads=1)
     assert "no memory probe" in memory["local"]["error"]
     measured = memory["torch-gather-bmm-scatter"]
     assert "error" not in measured, measured
     # the per-edge gathered weights alone are 40k x 8 x 8 float32 = 10 MB per layer
     assert 8 << 20 < measured["peak_bytes"] < 1 << 30
-    assert measured["peak_rss_bytes"] >= measured["peak_bytes"] and measured["method"] in bench.MEMORY_METHODS.values()
+    assert measured["peak_rss_bytes"] >= measured["peak_bytes"] and measured["method"] in MEMORY_METHODS.values()
 
 
 def test_synthetic_graph_specs_are_checked():
-    assert bench.parse_synthetic("relational:10:2:30") == (10, 2, 30)
-    assert bench.parse_synthetic("aifb") is None
+    assert parse_relational_spec("relational:10:2:30") == (10, 2, 30)
+    assert parse_relational_spec("aifb") is None
     for bad in ("relational:10:2", "relational:0:2:30", "relational:10:99999:30"):
         with pytest.raises(ValueError, match="relational"):
-            bench.parse_synthetic(bad)
+            parse_relational_spec(bad)
     with pytest.raises(ValueError, match="unknown relational graph 'cora'"):
-        bench.check_dataset_name("cora")
+        check_relational_name("cora")
     graph = bench.load_graph("relational:50:3:200", seed=1)
     assert graph.shape == (50, 50) and graph.num_relations == 3 and 0 < graph.nnz <= 200
     assert np.array_equal(graph.indices, bench.load_graph("relational:50:3:200", seed=1).indices)
@@ -119,14 +124,14 @@ def test_synthetic_graph_specs_are_checked():
 
 def test_the_command_line_documents_itself_and_refuses_bad_dims(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        bench.parse_args(["--help"])
+        parse_args("rgcn", ["--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
     for option in ("--dataset", "--dims", "--format", "--tune-budget-s", "--no-memory", "--json"):
         assert option in text
     with pytest.raises(SystemExit):
-        bench.parse_args(["--dims", "32", "0", "32"])
-    args = bench.parse_args(["--format", "default", "--format", "auto"])
+        parse_args("rgcn", ["--dims", "32", "0", "32"])
+    args = parse_args("rgcn", ["--format", "default", "--format", "auto"])
     assert args.formats == [None, "auto"] and args.dataset == list(bench.DEFAULT_DATASETS)
-    assert [bench.contender_name(f) for f in (None, "auto", "relcsr")] == ["sparsetir", "sparsetir-auto",
+    assert [bench.FAMILY.contender_name(f) for f in (None, "auto", "relcsr")] == ["sparsetir", "sparsetir-auto",
                                                                           "sparsetir[relcsr]"]

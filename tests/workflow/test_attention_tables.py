@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from attention_tables import write_tables
 from family_summary import write_family_summary
 
-from sparsetir.bench.attention import attention_case, prunedbert_case
+from sparsetir.bench.families.attention import attention_case, prunedbert_case
 from sparsetir.bench.records import validate_record
 from sparsetir.data import masks
 from sparsetir.timing import TimingPolicy

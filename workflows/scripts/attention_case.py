@@ -3,7 +3,7 @@
 The masks come from ``sparsetir.data.masks`` (config ``attention.masks``: name -> its keyword
 arguments); each sparsetir contender (config ``attention.sparsetir``: name -> format and knobs) and
 each baseline variant (``baselines.torch_attention``) runs on the same seeded operands, is checked
-against the float64 reference and timed interleaved (``sparsetir.bench.attention``). All masks of
+against the float64 reference and timed interleaved (``sparsetir.bench.families.attention``). All masks of
 one length run in one process, so FlexAttention's ``torch.compile`` is paid once per shape; it is
 reported as its compile time. Spin limits and threads are set before torch or TVM load. The
 records file is written atomically.
@@ -59,7 +59,7 @@ def main(*, output: Path, seq: int, settings: dict, timing: dict, device: str, s
     import torch
 
     torch.set_num_threads(threads)
-    from sparsetir.bench.attention import attention_case
+    from sparsetir.bench.families.attention import attention_case
     from sparsetir.bench.records import write_json_atomic
     from sparsetir.timing import TimingPolicy
 

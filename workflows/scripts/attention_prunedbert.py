@@ -3,7 +3,7 @@
 Each weight (config ``attention.prunedbert.matrices``, read through ``sparsetir.data.masks.dlmc``)
 gets seeded values and a seeded ``X`` of ``tokens`` columns; ``ops.spmm`` in each configured format
 (CSR and the block formats BSR, DBSR, SR-BCRS) and the baselines (dense ``torch.mm``: MKL; torch
-CSR) are checked against float64 and timed interleaved (``sparsetir.bench.attention``).
+CSR) are checked against float64 and timed interleaved (``sparsetir.bench.families.attention``).
 """
 
 
@@ -25,7 +25,7 @@ def main(*, output: Path, settings: dict, timing: dict, device: str, seed: int, 
     import torch
 
     torch.set_num_threads(threads)
-    from sparsetir.bench.attention import prunedbert_case
+    from sparsetir.bench.families.attention import prunedbert_case
     from sparsetir.bench.records import make_record, provenance, write_json_atomic
     from sparsetir.data import masks
     from sparsetir.timing import TimingPolicy

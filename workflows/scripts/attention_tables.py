@@ -1,6 +1,6 @@
 """Workflow step: the attention tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
 
-From the records of every sequence length and of PrunedBERT (``sparsetir.bench.attention``):
+From the records of every sequence length and of PrunedBERT (``sparsetir.bench.families.attention``):
 
 - ``speedup.csv`` (long): one row per (experiment, case, contender), what did not run included
   with its reason; ms per call (median, p20, p80, mean), the reference of the case (the fastest

@@ -1,6 +1,6 @@
 """Workflow step: sparse 3-D convolution on one voxelised cloud, every layer and the network; one records file.
 
-``sparsetir.bench.conv.benchmark_scan`` does the work: the cloud is voxelised once, each layer's
+``sparsetir.bench.families.conv.benchmark_scan`` does the work: the cloud is voxelised once, each layer's
 kernel map is built by sparsetir and by spconv (both timed, as set-up), every contender (the
 configured sparsetir formats, the configured baselines of ``baselines/conv.py``) is checked
 against the float64 reference before timing, and the correct ones are timed interleaved; then
@@ -25,7 +25,8 @@ def scan_slug(cloud: str, voxel_size: float) -> str:
 
 def check_conv_config(section: dict) -> dict:
     """Check the config's ``conv`` section (clouds, layers, network, contenders); return it or raise ``ValueError``."""
-    from sparsetir.bench.conv import check_cloud_name, parse_layer
+    from sparsetir.bench.families.conv import parse_layer
+    from sparsetir.data.lidar_scan import check_cloud_name
 
     for name in section["clouds"]:
         try:
@@ -68,20 +69,20 @@ def main(*, cloud: str, voxel_size: float, output: Path, settings: dict, data: d
     import torch
 
     torch.set_num_threads(threads)
-    from sparsetir.bench.conv import benchmark_scan, default_contenders, format_records
+    from sparsetir.bench.families.conv import FAMILY, benchmark_scan
     from sparsetir.timing import DEFAULT, TimingPolicy
 
     policy = TimingPolicy.from_mapping(settings.get("timing") or timing, base=DEFAULT)
     network_policy = TimingPolicy.from_mapping(settings["network_timing"], base=policy) \
         if settings.get("network_timing") else policy
-    contenders = default_contenders(settings["sparsetir"], settings["baselines"],
-                                    tune_budget_s=settings.get("tune_budget_s"))
+    contenders = FAMILY.contenders(settings["sparsetir"], settings["baselines"],
+                                   tune_budget_s=settings.get("tune_budget_s"))
     records = benchmark_scan(cloud, voxel_size, contenders, layers=settings.get("layers") or (),
                              network=settings.get("network") or (), kernel_size=settings.get("kernel_size", 3),
                              dilation=settings.get("dilation", 1), timing=policy, network_timing=network_policy,
                              seed=seed, threads=threads,
                              progress=lambda message: print(message, file=sys.stderr, flush=True))
-    print(format_records(records), file=sys.stderr, flush=True)
+    print(FAMILY.format_records(records), file=sys.stderr, flush=True)
     write_json_atomic(output, records)
     return records
 

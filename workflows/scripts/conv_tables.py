@@ -1,6 +1,6 @@
 """Workflow step: the sparse-convolution tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
 
-From the records of every (cloud, voxel size) job (``sparsetir.bench.conv``):
+From the records of every (cloud, voxel size) job (``sparsetir.bench.families.conv``):
 
 - ``speedup.csv`` (long): one row per (cloud, voxel size, case, contender), those that did not run
   included with their reason: milliseconds per call (median, p20, p80, mean), the fastest timed

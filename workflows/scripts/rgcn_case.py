@@ -1,6 +1,6 @@
 """Workflow step: R-GCN inference on one dataset, every contender timed; one records file.
 
-``sparsetir.bench.rgcn.benchmark_dataset`` does the work: the inputs are built once, every
+``sparsetir.bench.families.rgcn.benchmark_dataset`` does the work: the inputs are built once, every
 contender (the configured sparsetir formats, the configured baselines of ``baselines/rgcn.py``)
 is checked against the float64 reference before timing, and the correct ones are timed
 interleaved. Their peak memory is the next step's (``rgcn_memory.py``). A dataset no route
@@ -18,11 +18,12 @@ from pathlib import Path
 
 def check_rgcn_config(section: dict) -> dict:
     """Check the config's ``rgcn`` section (datasets, dims, contenders); return it or raise ``ValueError``."""
-    from sparsetir.bench.rgcn import check_dataset_name, check_dims
+    from sparsetir.bench.families.rgcn import check_dims
+    from sparsetir.data.random_relational import check_relational_name
 
     for name in section["datasets"]:
         try:
-            check_dataset_name(name)
+            check_relational_name(name)
         except ValueError as error:
             raise ValueError(f"config rgcn.datasets: {error}") from None
     try:
@@ -43,17 +44,17 @@ def main(*, dataset: str, output: Path, settings: dict, data: dict, seed: int, t
 
     from sparsetir.bench.case_runner import unavailable_records
     from sparsetir.bench.records import write_json_atomic
-    from sparsetir.bench.rgcn import EXPERIMENT, check_dims, parse_synthetic
     from sparsetir.bench.threads import configure_threads
     from sparsetir.data import load_relational
+    from sparsetir.data.random_relational import parse_relational_spec
 
     configure_data_routes(data)
-    if parse_synthetic(dataset) is None:  # a graph no route provides: say so without loading torch or TVM
+    if parse_relational_spec(dataset) is None:  # a graph no route provides: say so without loading torch or TVM
         try:
             load_relational(dataset)
         except (OSError, ValueError) as error:
-            records = unavailable_records(experiment=EXPERIMENT, op=EXPERIMENT, dataset=dataset,
-                                          feats=[check_dims(settings["dims"])[0]],
+            records = unavailable_records(experiment="rgcn", op="rgcn", dataset=dataset,
+                                          feats=[int(settings["dims"][0])],
                                           reason=f"{type(error).__name__}: {error}")
             print(f"rgcn {dataset}: {records[0]['reason']}", file=sys.stderr)
             write_json_atomic(output, records)
@@ -63,15 +64,15 @@ def main(*, dataset: str, output: Path, settings: dict, data: dict, seed: int, t
     import torch
 
     torch.set_num_threads(threads)
-    from sparsetir.bench.rgcn import benchmark_dataset, default_contenders, format_records
+    from sparsetir.bench.families.rgcn import FAMILY, benchmark_dataset
     from sparsetir.timing import DEFAULT, TimingPolicy
 
-    contenders = default_contenders(settings["sparsetir"], settings["baselines"],
-                                    tune_budget_s=settings.get("tune_budget_s"))
+    contenders = FAMILY.contenders(settings["sparsetir"], settings["baselines"],
+                                   tune_budget_s=settings.get("tune_budget_s"))
     records = benchmark_dataset(dataset, contenders, dims=settings["dims"], seed=seed,
                                 timing=TimingPolicy.from_mapping(settings.get("timing") or timing, base=DEFAULT),
                                 memory=False, threads=threads, progress=lambda message: print(message, file=sys.stderr, flush=True))
-    print(format_records(records), file=sys.stderr, flush=True)
+    print(FAMILY.format_records(records), file=sys.stderr, flush=True)
     write_json_atomic(output, records)
     return records
 

@@ -1,7 +1,7 @@
 """Workflow step: the peak memory of every R-GCN contender that passed its check on one dataset.
 
 Reads the timed records (``rgcn_case.py``) and writes them again with ``record["memory"]``
-filled in (``sparsetir.bench.rgcn.attach_memory``: a probe process builds the inputs, then
+filled in (``sparsetir.bench.memory.attach_memory``: a probe process builds the inputs, then
 forks one child per contender, ``memory_jobs`` at a time). The children use the timed run's
 thread count. The step itself times nothing, so it declares one thread and the memory steps of
 two datasets may run side by side; with ``memory: false`` the records pass through unchanged.
@@ -27,11 +27,14 @@ def main(*, timed: Path, output: Path, settings: dict, data: dict) -> list[dict]
         threads = int(timed_records[0]["provenance"].get("threads") or 1)
         configure_data_routes(data)
         configure_threads(threads)  # the probe host and its children, like the timed run
-        from sparsetir.bench.rgcn import attach_memory, default_contenders
+        from sparsetir.bench.families.rgcn import FAMILY
+        from sparsetir.bench.memory import attach_memory
 
-        contenders = default_contenders(settings["sparsetir"], settings["baselines"],
-                                        tune_budget_s=settings.get("tune_budget_s"))
-        attach_memory(records, contenders, threads=threads, jobs=settings.get("memory_jobs", 1),
+        contenders = FAMILY.contenders(settings["sparsetir"], settings["baselines"],
+                                       tune_budget_s=settings.get("tune_budget_s"))
+        first = timed_records[0]
+        case = {"dataset": first["dataset"], "dims": first["rgcn"]["dims"], "seed": first["rgcn"]["seed"]}
+        attach_memory(FAMILY.name, records, contenders, case, threads=threads, jobs=settings.get("memory_jobs", 1),
                       repeats=settings.get("memory_repeats", 1))
         for record in timed_records:
             print(f"{record['dataset']} {record['contender']}: {json.dumps(record['memory'])}", file=sys.stderr)

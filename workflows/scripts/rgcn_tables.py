@@ -1,11 +1,11 @@
 """Workflow step: the R-GCN tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
 
-From the records of every dataset (``sparsetir.bench.rgcn``):
+From the records of every dataset (``sparsetir.bench.families.rgcn``):
 
 - ``speedup.csv`` (long): one row per (dataset, contender), contenders and datasets that did not
   run included with their reason; milliseconds per inference (median, p20, p80, mean), the
   speedup over the best baseline of that dataset (``best baseline median / median``, > 1 is
-  faster; ``_mean`` from the means), peak memory (MiB; ``sparsetir.bench.rgcn`` says how it is
+  faster; ``_mean`` from the means), peak memory (MiB; ``sparsetir.bench.memory`` says how it is
   measured), and the conversion, compile and tuning times.
 - ``speedup.md``: ms per inference (dataset x contender), sparsetir over the best baseline per
   dataset with the geometric mean, peak memory, preparation times, and what did not run and why.
@@ -216,7 +216,7 @@ def markdown_report(frame: pd.DataFrame, dataset_order: Sequence[str] = ()) -> s
         "Speedups are the best baseline's time over the contender's (> 1 is faster); the best baseline is the "
         "fastest of PyG RGCNConv/FastRGCNConv, DGL RelGraphConv and the plain torch ones on each dataset. Peak "
         "memory: highest RSS during inference minus the RSS with the inputs built, each contender in a fresh "
-        "process (sparsetir/bench/rgcn.py).",
+        "process (sparsetir/bench/memory.py).",
         "",
         "## ms per inference (median)",
         "",

@@ -49,11 +49,11 @@ def check_training_config(experiment: str, section: dict, where: str) -> dict:
                 raise ValueError(f"config {where}.datasets: unknown dataset {name!r}; labelled graphs: "
                                  f"{', '.join(labelled_graphs())}, or any registry graph (random features, time only)")
     else:
-        from sparsetir.bench.rgcn import check_dataset_name
+        from sparsetir.data.random_relational import check_relational_name
 
         for name in section["datasets"]:
             try:
-                check_dataset_name(name)
+                check_relational_name(name)
             except ValueError as error:
                 raise ValueError(f"config {where}.datasets: {error}") from None
     return section

@@ -7,7 +7,7 @@ in float16/bfloat16) is compiled for the bundle's target with real device code. 
 a section ``attention``: batch, heads, head dim, block, dtype, seed, baselines, cases.
 
 Run (GPU host, TVM runtime only, :func:`run_attention_cases`): per case q, k and v are rebuilt
-from the seed (``bench.attention.attention_operands``, the CPU benchmark's), each candidate is
+from the seed (``bench.families.attention.attention_operands``, the CPU benchmark's), each candidate is
 loaded (``runtime.load``), the baselines of ``baselines/torch_attention.py`` run on the device
 (Triton block-sparse through ``torch.sparse._triton_ops``, FlexAttention, SDPA with the dense
 mask, torch's BSR), everything is checked against the float64 reference (1e-5 of its largest
@@ -36,9 +36,9 @@ from ...data import dataset_slug
 from ...reference import Case, get_reference
 from ...reference.sparse_attention import attention_reference, dense_mask
 from ...runtime import load
-from ..attention import attention_operands
 from ..case_runner import status_of
 from ..engine import Row, baseline_row, prepare, time_rows
+from ..families.attention import attention_operands
 from ..records import ALL_CONTENDERS, make_record
 from .candidates import candidate_factory
 from .in_turn import row_times, run_cases_in_turn

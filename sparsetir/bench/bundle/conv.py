@@ -1,7 +1,7 @@
 """Sparse 3-D convolution in a GPU bundle: candidates built here, checked and timed on the GPU host.
 
 Build (compile host, :func:`build_conv_section`): each point cloud is voxelised as
-``sparsetir.bench.conv`` does it (``Scan``); every layer (``c_in:c_out:stride@level``) gets its
+``sparsetir.bench.families.conv`` does it (``Scan``); every layer (``c_in:c_out:stride@level``) gets its
 kernel map, stored once per (level, stride) in ``inputs/conv-<cloud>-v<size>-l<level>s<stride>.npz``
 (coordinates, output coordinates, the pairs grouped by offset, the grid), and one
 ``sparse_conv3d`` kernel per candidate configuration (csf: output-stationary, no atomics;
@@ -34,8 +34,8 @@ from ...data import dataset_slug
 from ...reference.conv import conv_flops, conv_reference, layer_operands
 from ...runtime import load
 from ..case_runner import status_of
-from ..conv import ConvLayer, parse_layer
 from ..engine import Row, baseline_row, prepare, time_rows
+from ..families.conv import ConvLayer, parse_layer
 from ..records import ALL_CONTENDERS, make_record
 from .in_turn import row_times, run_cases_in_turn
 from .manifest import bundle_baselines
@@ -78,8 +78,9 @@ def build_conv_section(staging: Path, clouds: Sequence[str], *, voxel_size: floa
     """Compile the convolution candidates of ``clouds`` into the bundle being staged; the manifest's ``conv``
     section. ``store_library``/``store_candidate_files``: the bundle's content-addressed stores."""
     from ...backend import device_of, normalize_target  # noqa: PLC0415 - compile host only
+    from ...data.lidar_scan import check_cloud_name  # noqa: PLC0415
     from ...ops import compile_sparse_conv3d  # noqa: PLC0415 - compile host only: the runner never imports this
-    from ..conv import Scan, check_cloud_name  # noqa: PLC0415
+    from ..families.conv import Scan  # noqa: PLC0415
 
     if not isinstance(limit, int) or limit < 1:
         raise ValueError(f"the conv candidate limit must be a positive int, got {limit!r}")
@@ -124,7 +125,7 @@ def build_conv_section(staging: Path, clouds: Sequence[str], *, voxel_size: floa
 
 
 def load_layer(bundle: Path, case: dict, seed: int):
-    """The case's layer (``sparsetir.bench.conv.ConvLayer``, as the baselines read it), its operands rebuilt
+    """The case's layer (``sparsetir.bench.families.conv.ConvLayer``, as the baselines read it), its operands rebuilt
     from the seed as the CPU benchmark builds them."""
     with np.load(bundle / case["input"], allow_pickle=False) as arrays:
         coords = arrays["coords"]

@@ -15,7 +15,7 @@ ReLU between the layers), every candidate and baseline (``baselines/rgcn.py`` on
 ``RGCNConv``/``FastRGCNConv``, the torch ones; DGL has no GPU build and says so) is checked
 against the float64 reference, then timed with the one timer (CUDA events, L2 flush). Records
 go to ``<out>/records/rgcn/<dataset>.json``, out of ``ingest``'s way (it reads SpMM cases);
-``sparsetir.bench.rgcn``'s tables read them.
+``sparsetir.bench.families.rgcn``'s tables read them.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def build_rgcn_section(staging: Path, datasets: Sequence[str], *, dims: Sequence
     from ...backend import device_of, normalize_target  # noqa: PLC0415 - compile host only
     from ...nn.rgcn import RGCNGraph  # noqa: PLC0415 - compile host only: the runner never imports this
     from ...ops import compile_rgms  # noqa: PLC0415
-    from ..rgcn import check_dims, load_graph  # noqa: PLC0415
+    from ..families.rgcn import check_dims, load_graph  # noqa: PLC0415
 
     dims = check_dims(dims)
     if not isinstance(limit, int) or limit < 1:

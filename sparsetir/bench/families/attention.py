@@ -1,0 +1,248 @@
+"""Block-sparse attention and pruned-weight SpMM (PrunedBERT), on one timer (a :class:`Family` declaration).
+
+    python -m sparsetir.bench attention --mask longformer --seq 1024 --heads 2 --head-dim 64
+
+:func:`attention_case` times, for one block layout and operand shape, every sparsetir contender
+(a format and knobs: ``ops.compile_sparse_attention``) and every baseline variant declared for
+``sparse_attention`` (SDPA with the dense mask, FlexAttention with a ``BlockMask``, torch's CSR/BSR
+tensors; Triton block-sparse on a GPU). :func:`prunedbert_case` does the same for ``W @ X`` with a
+DLMC pruned weight ``W`` (``ops.spmm`` in the block formats BSR, DBSR and SR-BCRS, and CSR) against
+the variants declared for ``prunedbert`` (dense ``torch.mm``: MKL; ``torch.sparse``): the family's
+second input form.
+
+The engine (``bench.family``) checks each result against the float64 reference (a relative error
+within the dtype's tolerance) before timing; the contenders that pass are timed interleaved, the
+cache flushed before every call. Setup is kept apart from kernel time: conversion and compile
+seconds (for FlexAttention, ``torch.compile`` once per shape) are their own fields of the record.
+
+Records follow ``sparsetir.bench.records`` (``dataset`` is the case name, ``feat`` the head
+dimension or the token count; ``case`` the case name too) with the case's parameters under
+``setting`` and the contender's ``kind``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...reference import Case
+from ...reference.case import host_array
+from ...reference.sparse_attention import attention_reference, dense_mask
+from ...timing import TimingPolicy
+from ..family import Family, register
+from ..records import provenance
+
+__all__ = ["FAMILY", "PRUNEDBERT", "attention_case", "attention_operands", "prunedbert_case", "relative_error"]
+
+PRUNEDBERT = "prunedbert"  # the second input form: a pruned weight times the activations
+
+
+def relative_error(got, expected: np.ndarray) -> float:
+    """``max |got - expected| / max |expected|`` (float64); inf when ``got`` is not finite."""
+    got = host_array(got)
+    if got.shape != expected.shape or not np.isfinite(got).all():
+        return float("inf")
+    scale = float(np.abs(expected).max()) or 1.0
+    return float(np.abs(got - expected).max() / scale)
+
+
+def attention_operands(batch: int, heads: int, seq: int, head_dim: int, dtype: str, seed: int):
+    """Seeded standard-normal q, k, v as torch tensors of ``dtype``."""
+    import torch  # noqa: PLC0415 - after the thread settings (sparsetir.bench.threads)
+
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(batch, heads, seq, head_dim, generator=generator).to(getattr(torch, dtype))
+            for _ in range(3)]
+
+
+@dataclass
+class AttentionInputs:
+    q: object
+    k: object
+    v: object
+    layout: np.ndarray
+    block: int
+    seq: int
+    head_dim: int
+    dtype: str
+    device: str
+    expected: np.ndarray
+    tolerance: float
+
+
+@dataclass
+class PrunedInputs:
+    W: object  # scipy CSR, float32, seeded values
+    X: np.ndarray
+    tokens: int
+    device: str
+    expected: np.ndarray
+    tolerance: float = 1e-4
+
+
+class Attention(Family):
+    """Block-sparse attention and PrunedBERT (see the module docstring)."""
+
+    name = "attention"
+    op = "sparse_attention"
+    title = "block-sparse attention"
+    baseline_key = "sparse_attention"
+    form_keys = {PRUNEDBERT: PRUNEDBERT}
+    baseline_variant_is_name = True
+    quiet = True
+    setup_is_conversion = False
+
+    def reference(self, inputs) -> Case:
+        return Case((), inputs.expected, inputs.tolerance, 0)
+
+    def baseline_arguments(self, inputs, form=None) -> tuple:
+        if isinstance(inputs, PrunedInputs):
+            return inputs.W, inputs.X
+        return inputs.q, inputs.k, inputs.v, inputs.layout, inputs.block
+
+    def build_error(self, error: Exception) -> str:
+        """A kernel or library that cannot run here is unavailable; any other failure failed."""
+        why = "unavailable" if isinstance(error, (RuntimeError, ImportError)) else "failed"
+        return f"{why}: {type(error).__name__}: {error}"
+
+    def sparsetir_factory(self, inputs, *, format=None, tune_budget_s=None, form=None):
+        """``run()`` of ``compile_sparse_attention`` (settings: format and knobs) or, for a pruned weight,
+        of ``compile_spmm`` in the format string, into a preallocated output; ``run.timings``."""
+        target = "llvm" if inputs.device == "cpu" else "cuda"
+        if isinstance(inputs, PrunedInputs):
+            from ...ops import compile_spmm  # noqa: PLC0415 - the compiler loads after the thread settings
+
+            started = time.perf_counter()
+            kernel = compile_spmm(inputs.W, inputs.tokens, format=format, target=target)
+            out = np.empty((inputs.W.shape[0], inputs.tokens), np.float32)
+
+            def run():
+                return kernel(inputs.X, out=out)
+
+            run.timings = dict(kernel.timings)
+            run.timings.setdefault("compile_s", time.perf_counter() - started)
+            run.variant = format
+            return run
+        import torch  # noqa: PLC0415
+
+        from ...ops import compile_sparse_attention  # noqa: PLC0415
+
+        settings = dict(format or {})
+        fmt = settings.pop("format", "bsr")
+        kernel = compile_sparse_attention(inputs.layout, inputs.head_dim, block=inputs.block, format=fmt,
+                                          dtype=inputs.dtype, target=target, seq=inputs.seq, **settings)
+        out = torch.empty_like(inputs.q)
+
+        def run():
+            return kernel(inputs.q, inputs.k, inputs.v, out=out)
+
+        run.timings, run.variant = dict(kernel.timings), fmt
+        return run
+
+    def mismatch(self, got, case: Case, run) -> tuple[str | None, dict]:
+        """The relative error against the float64 reference, within the case's tolerance; a contender
+        that computes something else on purpose (``run.same_result = False``: SDPA without the mask) is
+        not judged."""
+        error = relative_error(got, case.reference)
+        if getattr(run, "same_result", True) and not error <= case.tolerance:
+            return f"wrong result: relative error {error:.3g} > {case.tolerance:g}", {}
+        return None, {"relative_error": error}
+
+    def record_fields(self, row, contender, *, case: str, info: dict, **_) -> dict:
+        setting = {**info, "relative_error": row.extra["relative_error"]} if row.stats is not None else info
+        return {"case": case, "setting": setting, "kind": contender.kind}
+
+    # ------------------------------------------------------------ the command line
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--mask", action="append", choices=("longformer", "bigbird", "butterfly"),
+                            help="block layout (repeatable; default longformer)")
+        parser.add_argument("--seq", type=int, action="append", help="sequence length (repeatable; default 1024)")
+        parser.add_argument("--heads", type=int, default=2, help="heads (default 2)")
+        parser.add_argument("--head-dim", type=int, default=64, help="head dimension (default 64)")
+        parser.add_argument("--block", type=int, default=16, help="the layout's block (default 16)")
+        parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+
+    def check_arguments(self, args) -> None:
+        args.mask = args.mask or ["longformer"]
+        args.seq = args.seq or [1024]
+        args.formats = [fmt or "bsr" for fmt in args.formats]
+        for seq in args.seq:
+            if seq < 1 or seq % args.block:
+                raise ValueError(f"--seq {seq} is not a positive multiple of the block {args.block}")
+
+    def contenders(self, sparsetir_formats=(None,), baselines=None, **keywords):
+        if not isinstance(sparsetir_formats, Mapping):  # the command line's format strings
+            sparsetir_formats = {f"sparsetir-{fmt}": {"format": fmt} for fmt in sparsetir_formats}
+        return super().contenders(sparsetir_formats, baselines, **keywords)
+
+    def cli_cases(self, args, timing, contenders, say):
+        from ...data import masks  # noqa: PLC0415
+
+        for mask in args.mask:
+            for seq in args.seq:
+                yield f"{mask} seq {seq}", lambda mask=mask, seq=seq: attention_case(
+                    case=f"{mask}-seq{seq}", mask=mask, layout=getattr(masks, mask)(seq, args.block),
+                    block=args.block, batch=1, heads=args.heads, seq=seq, head_dim=args.head_dim, dtype=args.dtype,
+                    contenders=contenders, baselines=None, timing=timing, seed=args.seed)
+
+
+FAMILY = register(Attention())
+
+
+def _records(rows, contenders, timing, device, **fields) -> list[dict]:
+    where = provenance(device=device, flush=timing.flush, flush_bytes=timing.flush_bytes)
+    by_name = {c.name: c for c in contenders}
+    return [FAMILY.record(row, by_name[row.contender], provenance=where, device=device, **fields) for row in rows]
+
+
+def attention_case(*, case: str, layout: np.ndarray, block: int, batch: int, heads: int, seq: int, head_dim: int,
+                   contenders, baselines, timing: TimingPolicy, dtype: str = "float32", device: str = "cpu",
+                   options: dict | None = None, seed: int = 0, tolerance: float | None = None,
+                   mask: str | None = None) -> list[dict]:
+    """Records for every contender of one attention case (see the module docstring).
+
+    ``contenders``: name -> ``{"format": str, **knobs}`` (or built ``Contender`` objects, with
+    ``baselines=None``); ``baselines``: the declared ``sparse_attention`` variants to run;
+    ``options``: variant -> factory keyword arguments.
+    """
+    q, k, v = attention_operands(batch, heads, seq, head_dim, dtype, seed)
+    expected = attention_reference(q.double(), k.double(), v.double(), layout, block)
+    if device == "cuda":  # the reference on the host, the contenders on the GPU
+        q, k, v = (x.to("cuda") for x in (q, k, v))
+    tolerance = tolerance if tolerance is not None else (1e-5 if dtype == "float32" else 1e-2)
+    inputs = AttentionInputs(q, k, v, layout, block, seq, head_dim, dtype, device, expected, tolerance)
+    kept = int(dense_mask(np.asarray(layout, bool), block, seq, seq).sum())
+    kept_pairs = kept * (1 if np.ndim(layout) == 3 else heads) * batch
+    info = {"mask": mask or case, "block": block, "batch": batch, "heads": heads, "seq": seq, "head_dim": head_dim,
+            "dtype": dtype, "block_sparsity": 1.0 - float(np.asarray(layout, bool).mean()),
+            "layout_per_head": bool(np.ndim(layout) == 3)}
+    if isinstance(contenders, Mapping):
+        contenders = FAMILY.contenders({name: dict(spec or {}) for name, spec in contenders.items()}, baselines or [],
+                                       device=device, options=options)
+    rows = FAMILY.check(contenders, inputs, FAMILY.reference(inputs))
+    FAMILY.time(rows, timing, contenders)
+    return _records(rows, contenders, timing, device, dataset=case, feat=head_dim, shape=[seq, seq], nnz=kept_pairs,
+                    flops=4 * kept_pairs * head_dim, min_bytes=4 * q.numel() * q.element_size(), case=case, info=info)
+
+
+def prunedbert_case(*, case: str, matrix, tokens: int, formats: dict, baselines: list, timing: TimingPolicy,
+                    device: str = "cpu", seed: int = 0) -> list[dict]:
+    """Records for ``W @ X``: W a pruned weight (scipy CSR), X ``(W.shape[1], tokens)`` float32."""
+    W = matrix.astype(np.float32).tocsr()
+    rng = np.random.default_rng(seed)
+    W.data = rng.standard_normal(W.nnz).astype(np.float32)
+    X = rng.standard_normal((W.shape[1], tokens)).astype(np.float32)
+    inputs = PrunedInputs(W, X, tokens, device, W.astype(np.float64) @ X.astype(np.float64))
+    info = {"shape": list(W.shape), "nnz": int(W.nnz), "sparsity": 1.0 - W.nnz / (W.shape[0] * W.shape[1]),
+            "tokens": tokens}
+    ours = [FAMILY.sparsetir_contender(fmt, name=name) for name, fmt in formats.items()]
+    contenders = ours + FAMILY.baseline_contenders(baselines, device=device, key=PRUNEDBERT)
+    rows = FAMILY.check(contenders, inputs, FAMILY.reference(inputs))
+    FAMILY.time(rows, timing, contenders)
+    return _records(rows, contenders, timing, device, dataset=case, feat=tokens, shape=list(W.shape), nnz=int(W.nnz),
+                    flops=2 * int(W.nnz) * tokens, min_bytes=W.nnz * 8 + X.nbytes + W.shape[0] * tokens * 4,
+                    experiment=PRUNEDBERT, op="spmm", case=case, info=info)
