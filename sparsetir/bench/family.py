@@ -352,7 +352,8 @@ class Family:
         return "\n".join(lines)
 
     def speedup_of(self, record: dict) -> float | None:
-        return (record.get(self.name) or {}).get("speedup_vs_best")
+        """The record's speedup over the best reference (top level, or in the family's own fields)."""
+        return record.get("speedup_vs_best", (record.get(self.name) or {}).get("speedup_vs_best"))
 
     def note(self, record: dict) -> str | None:
         return record.get("reason")

@@ -1,6 +1,6 @@
 """GraphSAGE training benchmark (the ``sage`` experiment): sparsetir.nn against PyG and DGL.
 
-    python -m sparsetir.bench.sage --dataset cora --mode full --epochs 20 [--seed 0 --seed 1] [--json out.json]
+    python -m sparsetir.bench sage --dataset cora --mode full --epochs 20 [--seeds 0 1] [--json out.json]
 
 Every contender trains the same model (``layers`` SAGEConv layers, mean aggregation, ``hidden``
 features, relu and dropout between layers, Adam, cross-entropy on the training nodes) from the
@@ -30,7 +30,6 @@ each of its CPU structures, DGL's SAGEConv).
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -490,45 +489,3 @@ def summary(records: list[dict]) -> str:
         else:
             lines.append(f"  {r['dataset']:<12} {r['mode']:<9} seed {r['seed']} {r['contender']:<20} {r['reason']}")
     return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sparsetir.bench.sage", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", action="append", required=True)
-    parser.add_argument("--mode", action="append", choices=MODES)
-    parser.add_argument("--seed", action="append", type=int)
-    parser.add_argument("--epochs", type=int, default=SageSettings.epochs)
-    parser.add_argument("--warmup", type=int, default=SageSettings.warmup)
-    parser.add_argument("--contender", action="append", help="sparsetir, sparsetir-sparse-x, sparsetir-compiled")
-    parser.add_argument("--baseline", action="append", help="default: every declared GraphSAGE baseline")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--json", help="write the records here")
-    args = parser.parse_args(argv)
-    from .threads import configure_threads  # noqa: PLC0415 - before torch and TVM load
-
-    for warning in configure_threads(args.threads):
-        print(warning, file=sys.stderr)
-    import torch  # noqa: PLC0415 - after the thread settings
-
-    torch.set_num_threads(args.threads)
-    options = {"sparsetir": {}, "sparsetir-sparse-x": {"sparse_features": "auto"},
-               "sparsetir-compiled": {"compiled": True}}
-    contenders = {name: options.get(name, {}) for name in (args.contender or ["sparsetir", "sparsetir-sparse-x"])}
-    settings = SageSettings(epochs=args.epochs, warmup=args.warmup)
-    records = []
-    for dataset in args.dataset:
-        for mode in args.mode or ["full"]:
-            found = run_sage(dataset, mode, settings, seeds=args.seed or [0], contenders=contenders,
-                             baselines=args.baseline,
-                             log=lambda line: print(line, file=sys.stderr, flush=True))
-            print(summary(found), flush=True)
-            records += found
-    if args.json:
-        from .records import write_json_atomic  # noqa: PLC0415 - with the rest of the harness
-
-        write_json_atomic(args.json, records)
-    return 0 if all(r["status"] in ("ok", "unavailable") for r in records) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,8 +7,13 @@ case in a ``case`` field (a layer, a mask), else the case is (device, dataset, f
 
 from pathlib import Path
 
-TITLES = {"attention": "block-sparse attention", "conv": "sparse 3D convolution", "rgcn": "R-GCN inference",
-          "sage": "GraphSAGE training", "gat": "GAT training"}
+
+def family_title(family: str) -> str:
+    """The report's title of ``family``: its registered ``Family.title`` (the family name for an unregistered one)."""
+    from sparsetir.bench.families import families
+
+    declared = families().get(family)
+    return declared.title if declared is not None else family
 
 
 def case_key(record: dict) -> tuple:
@@ -52,7 +57,7 @@ def write_family_summary(results: Path, family: str, path: Path) -> dict:
     tables = [name for name in ("speedup.md", "speedup.csv", "training/speedup.md", "training/speedup.csv")
               if (folder / name).exists()]
     summary = summary_from_records([r for r in records if r.get("experiment") == family], family,
-                                   TITLES.get(family, family), case_key=case_key, case_label=case_label,
+                                   family_title(family), case_key=case_key, case_label=case_label,
                                    tables=tables, figures=figures)
     summary["pending"] += [pending_row(file, "*", "failed", why) for file, why in invalid]
     write_summary(path, summary)

@@ -19,12 +19,13 @@ import os
 import tempfile
 from pathlib import Path
 
+from sparsetir.bench.families import family_names
 from sparsetir.data import MIRROR_ENV, dataset_slug
 
-# The op-family experiments: each is configured by a top-level config key of its name and run by
-# workflows/rules/families/<name>.smk; one its config leaves out (or whose rules do not exist yet)
-# is pending: its target writes tables that say so.
-FAMILIES = ("attention", "conv", "rgcn", "sage", "gat")
+# The op-family experiments, from the harness's family registry (sparsetir/bench/families/): each is
+# configured by a top-level config key of its name and run by workflows/rules/families/<name>.smk; one
+# its config leaves out (or whose rules do not exist yet) is pending: its target writes tables that say so.
+FAMILIES = family_names()
 PENDING_EXPERIMENTS = FAMILIES  # the families without rules (kept for the pending step's descriptions)
 BEST_CPU = "best-cpu-library"
 AUTO = "auto"

@@ -10,13 +10,21 @@ import pkgutil
 
 from ..family import Family, registered
 
-__all__ = ["families", "family"]
+__all__ = ["families", "family", "family_names"]
+
+
+def family_names() -> tuple[str, ...]:
+    """The families' names without importing their modules: a module here registers the family of its name
+    (:func:`families` checks it), so planning a workflow needs no compiler or torch."""
+    return tuple(sorted(module.name for module in pkgutil.iter_modules(__path__) if not module.name.startswith("_")))
 
 
 def families() -> dict[str, Family]:
     """Every registered family, by name (importing each module of this package)."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
+    for name in family_names():
+        importlib.import_module(f"{__name__}.{name}")
+        if name not in registered():
+            raise ValueError(f"{__name__}.{name} registers no family named {name!r}")
     return registered()
 
 

@@ -151,9 +151,15 @@ class Attention(Family):
             return f"wrong result: relative error {error:.3g} > {case.tolerance:g}", {}
         return None, {"relative_error": error}
 
+    def reference_names(self, rows, contenders):
+        """The declared library references of attention and of the pruned-weight product."""
+        import baselines  # noqa: PLC0415 - the baselines load after the thread settings
+
+        return (*baselines.library_references(self.baseline_key), *baselines.library_references(PRUNEDBERT))
+
     def record_fields(self, row, contender, *, case: str, info: dict, **_) -> dict:
         setting = {**info, "relative_error": row.extra["relative_error"]} if row.stats is not None else info
-        return {"case": case, "setting": setting, "kind": contender.kind}
+        return {"case": case, "setting": setting, "kind": contender.kind, "speedup_vs_best": row.speedup_vs_best}
 
     # ------------------------------------------------------------ the command line
 
