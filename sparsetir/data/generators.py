@@ -21,6 +21,8 @@ about 12 GB, within a 24 GB machine.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -40,8 +42,7 @@ RMAT_PROBABILITIES = (0.57, 0.19, 0.19)
 
 def uniform(m: int, n: int, density: float, *, seed: int = 0) -> sp.csr_matrix:
     """``m x n`` with ``round(m n density)`` uniformly placed non-zeros (duplicates summed)."""
-    if m <= 0 or n <= 0 or not 0 <= density <= 1:
-        raise ValueError(f"need m, n > 0 and 0 <= density <= 1, got m={m}, n={n}, density={density}")
+    check_arguments("synthetic", (m, n, density), what=f"uniform({m}, {n}, {density})")
     rng = np.random.default_rng(seed)
     nnz = round(m * n * density)
     rows, cols = rng.integers(0, m, nnz), rng.integers(0, n, nnz)
@@ -51,8 +52,8 @@ def uniform(m: int, n: int, density: float, *, seed: int = 0) -> sp.csr_matrix:
 def rmat(scale: int, edge_factor: int, *, probabilities=RMAT_PROBABILITIES, seed: int = 0) -> sp.csr_matrix:
     """A symmetrised R-MAT graph with ``2**scale`` vertices (pattern of ones)."""
     a, b, c = probabilities
-    if not 1 <= scale <= 30 or edge_factor < 1:
-        raise ValueError(f"need 1 <= scale <= 30 and edge_factor >= 1, got scale={scale}, edge_factor={edge_factor}")
+    check_arguments("rmat", (scale, edge_factor), what=f"rmat({scale}, {edge_factor})")
+    scale, edge_factor = int(scale), int(edge_factor)
     if min(a, b, c) < 0 or a + b + c > 1:
         raise ValueError(f"quadrant probabilities must be >= 0 and sum to at most 1, got {probabilities}")
     rng = np.random.default_rng(seed)
@@ -70,8 +71,7 @@ def rmat(scale: int, edge_factor: int, *, probabilities=RMAT_PROBABILITIES, seed
 
 def power_law(n: int, avg_degree: float, exponent: float, *, seed: int = 0) -> sp.csr_matrix:
     """A symmetrised Chung-Lu graph with power-law expected degrees (pattern of ones)."""
-    if n < 2 or avg_degree <= 0 or exponent <= 2:
-        raise ValueError(f"need n >= 2, avg_degree > 0 and exponent > 2, got {n}, {avg_degree}, {exponent}")
+    check_arguments("powerlaw", (n, avg_degree, exponent), what=f"power_law({n}, {avg_degree}, {exponent})")
     rng = np.random.default_rng(seed)
     weights = np.arange(1, n + 1, dtype=np.float64) ** (-1.0 / (exponent - 1.0))
     weights /= weights.sum()
@@ -90,15 +90,23 @@ def is_generated(spec: str) -> bool:
 _BAD_SPEC = ("expected synthetic:<m>x<n>:<density>, rmat:<scale>:<edge_factor> "
              "or powerlaw:<n>:<avg_degree>:<exponent>")
 _LIMITS = {
-    "synthetic": lambda m, n, density: m > 0 and n > 0 and 0 <= density <= 1,
-    "rmat": lambda scale, edge_factor: 1 <= scale <= 30 and edge_factor >= 1,
-    "powerlaw": lambda n, degree, exponent: n >= 2 and degree > 0 and exponent > 2,
+    "synthetic": lambda m, n, density: _whole(m, n) and m > 0 and n > 0 and 0 <= density <= 1,
+    "rmat": lambda scale, edge_factor: _whole(scale, edge_factor) and 1 <= scale <= 30 and edge_factor >= 1,
+    "powerlaw": lambda n, degree, exponent: _whole(n) and n >= 2 and degree > 0 and exponent > 2,
 }
+
+def _whole(*values) -> bool:
+    return all(isinstance(v, (int, np.integer)) or float(v).is_integer() for v in values)
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, np.integer)) or math.isfinite(value)
+
 
 #: (rows, columns, expected stored entries before symmetrising) of each generator's arguments.
 _SIZES = {
     "synthetic": lambda m, n, density: (m, n, m * n * density),
-    "rmat": lambda scale, edge_factor: (1 << scale, 1 << scale, edge_factor << scale),
+    "rmat": lambda scale, edge_factor: (1 << int(scale), 1 << int(scale), int(edge_factor) << int(scale)),
     "powerlaw": lambda n, degree, exponent: (n, n, n * degree / 2),
 }
 
@@ -119,15 +127,24 @@ def parse_spec(spec: str) -> tuple[str, tuple]:
             raise ValueError
     except ValueError:
         raise ValueError(f"bad generator spec {spec!r}; {_BAD_SPEC}") from None
-    if not _LIMITS[kind](*args):
-        raise ValueError(f"bad generator spec {spec!r}: arguments out of range ({_BAD_SPEC}; rmat scale 1..30, "
-                         "powerlaw exponent > 2, density in [0, 1])")
+    check_arguments(kind, args, what=f"generator spec {spec!r}")
+    return kind, args
+
+
+def check_arguments(kind: str, args: tuple, *, what: str) -> None:
+    """The generator's arguments are in range and its result fits the size limits: every float that
+    becomes a count (``round(m n density)``, ``round(n avg_degree / 2)``) is finite and representable,
+    so a generator never meets an ``OverflowError`` or an allocation it cannot make."""
+    if not all(isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool) for a in args):
+        raise TypeError(f"{what}: arguments must be numbers, got {args!r}")
+    if not all(_finite(a) for a in args) or not _LIMITS[kind](*args):
+        raise ValueError(f"{what}: arguments out of range ({_BAD_SPEC}; rmat scale 1..30, "
+                         "powerlaw exponent > 2, density in [0, 1], every number finite)")
     rows, cols, entries = _SIZES[kind](*args)
     if max(rows, cols) > MAX_GENERATED_ROWS or entries > MAX_GENERATED_ENTRIES:
-        raise ValueError(f"generator spec {spec!r} is too large: {rows:,} x {cols:,} with about {entries:,.0f} "
+        raise ValueError(f"{what} is too large: {rows:,} x {cols:,} with about {entries:,.0f} "
                          f"entries; the limits are {MAX_GENERATED_ROWS:,} rows or columns and "
                          f"{MAX_GENERATED_ENTRIES:,} entries (sparsetir.data.generators)")
-    return kind, args
 
 
 def generate(spec: str, seed: int = 0) -> sp.csr_matrix:

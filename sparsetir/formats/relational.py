@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..data.rdf_graph import check_triples
 from ..ir import Axis
 from ..runtime.validate import check_indices, check_indptr, entry_rows
 from .base import Format
@@ -82,6 +83,10 @@ def read_relational_input(adj) -> RelationalMatrix:
 
 def _from_triples(graph) -> RelationalMatrix:
     """One relation per predicate; ``A_r[object, subject] = 1`` (edges point at their targets)."""
+    lengths = {np.shape(graph.subjects), np.shape(graph.predicates), np.shape(graph.objects)}
+    if len(lengths) != 1:
+        raise ValueError(f"RelationalGraph: subjects, predicates and objects must have one length, got {sorted(lengths)}")
+    check_triples(graph)  # predicates in [0, R), entities in [0, n), naming the field (numpy's error named none)
     n = int(graph.num_entities)
     R = len(graph.relations)
     rel = np.asarray(graph.predicates, dtype=np.int64)

@@ -51,6 +51,10 @@ __all__ = ["KernelMap", "compile_sparse_conv3d", "kernel_map", "sparse_conv3d", 
 CONV_KNOBS = {"dataflow": "edge", "feature_loops": "lk"}
 DEFAULT_FORMAT = "csf"
 _KEY_LIMIT = 1 << 62  # voxel keys are int64: batch and padded grid volume must fit below this
+#: The largest voxel coordinate (spconv's int32 grid): voxelize's results and kernel_map's inputs stay at or below it,
+#: so coordinates, their kernel offsets and the grid's extent never leave int64 (a float that cannot be an integer
+#: is a ValueError, not -2**63).
+MAX_COORDINATE = (1 << 31) - 1
 
 
 # ---------------------------------------------------------------- validation
@@ -88,6 +92,10 @@ def _check_coords(coords) -> np.ndarray:
         if (low[1:] < 0).any():
             raise ValueError(f"coords: voxel coordinates must be >= 0 (spconv's grid starts at 0), got minimum "
                              f"{low[1:].tolist()}; shift them, e.g. coords[:, 1:] -= coords[:, 1:].min(0)")
+        high = array.max(axis=0)
+        if (high > MAX_COORDINATE).any():
+            raise ValueError(f"coords: batch indices and voxel coordinates must be <= {MAX_COORDINATE} (an int32 grid, "
+                             f"as spconv's), got maximum {high.tolist()}")
     return array
 
 
@@ -471,9 +479,16 @@ def voxelize(points, voxel_size, *, batch=None, return_inverse: bool = False):
         batch_ids = batch_ids.astype(np.int64)
         if P and batch_ids.min() < 0:
             raise ValueError(f"batch indices must be >= 0, got {int(batch_ids.min())}")
-    cells = np.floor(array[:, :3].astype(np.float64) / size).astype(np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = np.floor(array[:, :3].astype(np.float64) / size)
     if P:
-        cells -= cells.min(axis=0)
+        scaled -= scaled.min(axis=0)  # exact for the floats that can be coordinates at all
+        top = scaled.max(axis=0)
+        if not np.isfinite(top).all() or (top > MAX_COORDINATE).any():
+            raise ValueError(f"voxelize: the points span {top.tolist()} voxels of {size.tolist()} per axis, over the "
+                             f"largest coordinate {MAX_COORDINATE} (an int32 grid, as spconv's): use larger voxels or "
+                             "crop the points")
+    cells = scaled.astype(np.int64)
     grid = np.c_[batch_ids, cells]
     if P:
         extent = grid.max(axis=0) + 1
