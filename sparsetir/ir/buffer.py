@@ -64,9 +64,10 @@ class SparseBuffer:
 
     def __getitem__(self, index):
         stack = getattr(_recording, "stack", None)
+        indices = _as_index_list(self, index)
         if stack:
-            stack[-1].record_load(self)
-        return tirx.BufferLoad(self.coordinate_view, _as_index_list(self, index))
+            stack[-1].record_load(self, indices)
+        return tirx.BufferLoad(self.coordinate_view, indices)
 
     def __setitem__(self, index, value):
         stack = getattr(_recording, "stack", None)

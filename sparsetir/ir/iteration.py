@@ -182,9 +182,13 @@ class _StoreRecorder:
         self.stores: list[SparseStore] = []
         self.buffers: list[SparseBuffer] = []  # every buffer touched, first use first
 
-    def record_load(self, buffer: SparseBuffer) -> None:
+        self.accesses: list[tuple[SparseBuffer, tuple]] = []  # every load and store with its indices
+
+    def record_load(self, buffer: SparseBuffer, indices=None) -> None:
         if buffer not in self.buffers:
             self.buffers.append(buffer)
+        if indices is not None:
+            self.accesses.append((buffer, tuple(indices)))
 
     def record_store(self, buffer: SparseBuffer, indices, value) -> None:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -205,7 +209,7 @@ class _StoreRecorder:
                 f"{self.name}: storing a {expr_dtype(value)} value into {buffer.name} ({buffer.dtype}); "
                 f"cast explicitly"
             )
-        self.record_load(buffer)
+        self.record_load(buffer, indices)
         self.stores.append(SparseStore(buffer, tuple(indices), value, reducer))
 
 
@@ -266,10 +270,42 @@ def sparse_iteration(axes, kinds: str, *, name: str | None = None, init=IDENTITY
         iter_vars = [tirx.Var(name, axis.idtype) for name, axis in zip(names, flat)]
         recorder = _StoreRecorder(name or body.__name__)
         with recording(recorder):
-            returned = body(*iter_vars)
+            try:
+                returned = body(*iter_vars)
+            except ValueError as error:
+                if "Cannot use and / or / not operator to Expr" not in str(error):
+                    raise
+                raise TypeError(
+                    f"{body.__name__}: the body used Python's max/min, if/else, a comparison chain or and/or/not "
+                    "on a traced expression, which needs a Python bool; iterators and buffer values are "
+                    "symbolic: write ir.max(a, b) / ir.min(a, b) for max/min (a max reduction is "
+                    "C[i] = ir.max(C[i], x)), ir.where(condition, a, b) for a choice, and combine conditions "
+                    "with tvm.tirx.all / tvm.tirx.any") from error
         if returned is not None:
             raise TypeError(f"{body.__name__} must store into buffers, not return a value")
+        _check_axis_order(body.__name__, recorder.accesses, dict(zip(map(id, iter_vars), flat)))
         return SparseIteration(recorder.name, groups, kinds, iter_vars, recorder.stores, init, recorder.buffers,
                                atomic, init_scope, accum_dtype)
 
     return decorate
+
+
+def _check_axis_order(body: str, accesses, axis_of_var: dict) -> None:
+    """A buffer over a sparse axis is indexed in its own axes' order: ``A[j, i]`` on an ``(I, J)`` buffer,
+    with ``i`` and ``j`` the iterators of ``I`` and ``J``, would compile to a coordinate lookup that reads
+    the missing entries as 0, a transpose nobody asked for, so it is refused when the body is traced.
+    (Reading a sparse buffer at another axis' coordinates on purpose, ``B[j, k]`` on a dense ``(J_dense,
+    K)``, stays allowed: that buffer's axes are other axes.)"""
+    for buffer, indices in accesses:
+        if not any(axis.parent is not None for axis in buffer.axes):
+            continue  # dense buffers are indexed by coordinates in any order
+        for position, index in enumerate(indices):
+            axis = axis_of_var.get(id(index)) if isinstance(index, tirx.Var) else None
+            if axis is None or axis is buffer.axes[position] or axis not in buffer.axes:
+                continue
+            own = ", ".join(a.name.lower() for a in buffer.axes)
+            raise ValueError(
+                f"{body}: {buffer.name} has axes ({', '.join(a.name for a in buffer.axes)}) but is indexed with "
+                f"{axis.name}'s iterator at position {position} (where {buffer.axes[position].name} belongs): "
+                f"index it in its own order, {buffer.name}[{own}]; a sparse buffer read at swapped "
+                "coordinates would return 0 for every entry it does not store")

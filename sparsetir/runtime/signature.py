@@ -96,7 +96,11 @@ class Signature:
     def infer_sizes(self, bound: dict) -> dict:
         """Sizes given explicitly, else read off array shapes whose dimension is ``name`` or ``name + c``."""
         sizes = {p["name"]: int(bound[p["name"]]) for p in self.params if p["role"] == "size" and p["name"] in bound}
-        for param in self.params:
+        # the structure (indptr, indices) says what the sizes are, then the inputs; outputs last, so a wrong
+        # output is reported as the output's shape, not as its neighbour's
+        rank = {"indptr": 0, "indices": 0}
+        ordered = sorted(self.params, key=lambda p: (rank.get(p["role"], 1) if p["name"] not in self.outputs else 2))
+        for param in ordered:
             array = bound.get(param["name"])
             if param["role"] == "size" or array is None or not hasattr(array, "shape"):
                 continue
@@ -111,7 +115,9 @@ class Signature:
         missing = [p["name"] for p in self.params if p["name"] not in bound and p["role"] != "size"]
         if missing:
             raise TypeError(f"missing arguments {missing}")
-        for param in self.params:
+        rank = {"indptr": 0, "indices": 0}
+        for param in sorted(self.params, key=lambda p: (rank.get(p["role"], 1) if p["name"] not in self.outputs
+                                                        else 2)):
             if param["role"] == "size":
                 continue
             shape = tuple(evaluate(e, sizes) for e in param["shape"])
