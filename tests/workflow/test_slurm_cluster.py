@@ -126,7 +126,8 @@ def test_every_job_slurm_ran_got_as_many_cpus_as_it_ran_threads(runs):
         else:
             assert job["cpus"] == 1, job
     assert timed >= 2  # the R-GCN inference case and the training run on the graph every route provides
-    assert "SLURM pre-flight: 1 node(s); every job fits: rgcn_case (2 CPUs, 4000 MB)" in log
+    fits = re.search(r"SLURM pre-flight: 1 node\(s\); every job fits: (.*)", log).group(1)
+    assert "rgcn_case (2 CPUs, 4000 MB)" in fits and "rgcn_memory (1 CPU, 2000 MB)" in fits, fits
 
 
 def test_the_pre_flight_refuses_what_no_node_can_run_and_submits_nothing(slurm, tmp_path):

@@ -227,5 +227,6 @@ def check_slurm_run(workflow) -> str | None:
     nodes = check_slurm(requests, status_command=getattr(settings, "status_command", None),
                         init_seconds=int(getattr(settings, "init_seconds_before_status_checks", None) or 40))
     fits = ", ".join(f"{request.rule} ({request.cpus} CPU{'s' if request.cpus > 1 else ''}"
-                     + (f", {request.mem_mb} MB)" if request.mem_mb else ")") for request in requests)
+                     + (f", {request.mem_mb} MB)" if request.mem_mb else ")")
+                     for request in sorted(requests, key=lambda request: request.rule))
     return f"SLURM pre-flight: {len(nodes)} node(s); every job fits: {fits or 'no job to submit'}"
