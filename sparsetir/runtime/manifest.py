@@ -270,6 +270,7 @@ def _kernel(c: _Check, value, field: str, signature) -> None:
                     "inputs": lambda x, g: c.strings(x, g, names=names),
                     "outputs": lambda x, g: c.strings(x, g, names=names)}
         optional = {"format": c.string, "transpose_a": c.boolean, "dataflow": c.string, "feat": _feat,
+                    "feature_loops": lambda x, g: c.string(x, g, choices=("kl", "lk")),
                     "index_dtype": lambda x, g: c.string(x, g, choices=("int32", "int64"))}
         if batched:
             required["batched"] = lambda x, g: _batched(c, x, g, names)

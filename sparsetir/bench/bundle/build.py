@@ -50,6 +50,7 @@ from ...data import dataset_slug, is_generated, names
 from ...formats import read_sparse_input
 from ...ops import get_op
 from ...runtime.function import SIDECAR_SHA256, file_sha256
+from ...runtime.manifest import seal
 from ...timing import BUNDLE, TimingPolicy, package_versions
 from ...tune.database import TuningDatabase, tuning_key
 from ...tune.fingerprint import fingerprint
@@ -238,6 +239,7 @@ def _store_candidate_files(bundle: Path, kernel, scratch: Path) -> tuple[str, st
         np.savez_compressed(bundle / structure_rel, **arrays)
     manifest = json.loads(exported.with_name(exported.name + ".json").read_text())
     manifest[SIDECAR_SHA256] = file_sha256(bundle / structure_rel)
+    manifest = seal(manifest)  # the sidecar's digest changed: seal again, or runtime.load refuses the manifest
     manifest_text = json.dumps(manifest, indent=1)
     manifest_rel = f"candidates/{hashlib.sha256(manifest_text.encode()).hexdigest()[:20]}.json"
     if not (bundle / manifest_rel).exists():
