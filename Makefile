@@ -18,7 +18,7 @@ ifneq ($(wildcard $(SHARED_DATA)),)
 export SPARSETIR_DATA_MIRROR ?= $(SHARED_DATA)
 endif
 
-.PHONY: test test-fast lint mutate venv bench reproduce smoke compare report unlock clean
+.PHONY: test test-fast fuzz lint mutate venv bench reproduce smoke compare report unlock clean
 
 BENCH_FEATS ?= 32 64 128 256
 BENCH_TUNE_S ?= 30
@@ -37,6 +37,16 @@ test: $(STAMP)
 # every package area in under two minutes. `make test` still runs everything.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
+
+# The fuzz suite (tests/fuzz/, docs/nan-semantics.md): seeded hostile arguments for every public entry point
+# (the ops in the op registry, runtime.load of tampered exports, the data parsers), case after case in worker
+# processes that a crash only ends for that case; FUZZ_BUDGET_S seconds (make test runs 45 s of it). Exits 1
+# and lists the cases on any crash, raw exception or wrong answer.
+FUZZ_BUDGET_S ?= 1200
+FUZZ_SEED ?= 0
+fuzz: $(STAMP)
+	mkdir -p results
+	$(PY) tests/fuzz/driver.py --budget-s $(FUZZ_BUDGET_S) --seed $(FUZZ_SEED) --json results/fuzz.json
 
 # ruff (lint and import order, pyproject.toml), import-linter (the layers of docs/architecture.md, no cycles
 # among a package's modules) and no import cycle between any two modules, imports inside functions included
