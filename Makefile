@@ -40,7 +40,7 @@ test-fast: $(STAMP)
 
 # The fuzz suite (tests/fuzz/, docs/nan-semantics.md): seeded hostile arguments for every public entry point
 # (the ops in the op registry, runtime.load of tampered exports, the data parsers), case after case in worker
-# processes that a crash only ends for that case; FUZZ_BUDGET_S seconds (make test runs 30 s of it). Exits 1
+# processes that a crash only ends for that case; FUZZ_BUDGET_S seconds (make test runs its first 120 cases). Exits 1
 # and lists the cases on any crash, raw exception or wrong answer.
 FUZZ_BUDGET_S ?= 1200
 FUZZ_SEED ?= 0

@@ -19,11 +19,15 @@ from pathlib import Path
 WORKER = Path(__file__).with_name("worker.py")
 
 
-def fuzz(budget_s: float, seed: int = 0, batch: int = 25, case_timeout_s: float = 600.0, names=()) -> dict:
+def fuzz(budget_s: float, seed: int = 0, batch: int = 25, case_timeout_s: float = 600.0, names=(),
+         max_cases: int | None = None) -> dict:
+    """Cases ``0, 1, ...`` of ``seed`` until ``budget_s`` is spent or ``max_cases`` have run (the test's
+    fixed count: the same cases on any machine, however fast)."""
     started, case = time.monotonic(), 0
     counts, findings = {"ok": 0, "refused": 0, "finding": 0}, []
-    while time.monotonic() - started < budget_s:
-        worker = subprocess.Popen([sys.executable, str(WORKER), str(seed), str(case), str(batch), *names],
+    while time.monotonic() - started < budget_s and (max_cases is None or case < max_cases):
+        size = batch if max_cases is None else min(batch, max_cases - case)
+        worker = subprocess.Popen([sys.executable, str(WORKER), str(seed), str(case), str(size), *names],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         current = None
         deadline = time.monotonic() + case_timeout_s
