@@ -71,7 +71,7 @@ def _config_with(tmp_path, change):
     (lambda c: c.update(device="tpu"), "'tpu' is not one of"),
     (lambda c: c["experiments"]["spmm"].update(baselines=["mkl"]), "'mkl' is not one of"),
     (lambda c: c.update(datasets=["no-such-graph"]), "unknown dataset 'no-such-graph'"),
-    (lambda c: c.update(datasets=["rmat:99:1"]), "bad generator spec 'rmat:99:1'"),
+    (lambda c: c.update(datasets=["rmat:99:1"]), "generator spec 'rmat:99:1': arguments out of range"),
     (lambda c: c["hyb"].update(cora={"col_parts": 1, "buckets": [4, 2]}), "strictly increasing"),
     (lambda c: c["experiments"]["spmm"].update(reference={"cpu": "best-cpu-library", "cuda": "best-cpu-library"}),
      "applies to the CPU only"),
