@@ -29,14 +29,13 @@ op counts as its net), an estimate of the same kind for every contender.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from .training import TRAINING_POLICY, TrainSettings, TrainTask, benchmark_training, training_summary
+from .training import TRAINING_POLICY, TrainSettings, TrainTask, benchmark_training, training_main, training_summary
 
 __all__ = ["BASELINES", "EXPERIMENT", "GATSettings", "GATModel", "SparsetirGAT", "benchmark_gat_training",
            "gat_contenders", "gat_task", "main"]
@@ -216,30 +215,12 @@ def main(argv=None) -> int:
     parser.add_argument("--baseline", action="append", help=f"default: {', '.join(BASELINES)}")
     parser.add_argument("--epochs", type=int, default=GATSettings.epochs, help="epochs before the accuracy")
     parser.add_argument("--samples", type=int, default=10, help="timed epochs per contender")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--json", help="write the records here")
-    args = parser.parse_args(argv)
-    from .threads import configure_threads  # noqa: PLC0415 - before torch and TVM load
 
-    for warning in configure_threads(args.threads):
-        print(warning, file=sys.stderr)
-    import torch  # noqa: PLC0415 - after the thread settings
+    def run(dataset, args, policy, log):
+        return benchmark_gat_training(dataset, GATSettings(epochs=args.epochs, seed=args.seed),
+                                      contenders=gat_contenders(args.baseline), policy=policy, log=log)
 
-    torch.set_num_threads(args.threads)
-    settings = GATSettings(epochs=args.epochs, seed=args.seed)
-    policy = TRAINING_POLICY.replace(samples=args.samples, min_samples=min(args.samples, TRAINING_POLICY.min_samples))
-    records = []
-    for dataset in args.dataset or DEFAULT_DATASETS:
-        found = benchmark_gat_training(dataset, settings, contenders=gat_contenders(args.baseline), policy=policy,
-                                       log=lambda line: print(line, file=sys.stderr, flush=True))
-        print(summary(found), flush=True)
-        records += found
-    if args.json:
-        from .records import write_json_atomic  # noqa: PLC0415 - with the rest of the harness
-
-        write_json_atomic(args.json, records)
-    return 0 if all(r["status"] in ("ok", "unavailable") for r in records) else 1
+    return training_main(parser, argv, DEFAULT_DATASETS, run, summary)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,13 @@ dataset; the workflow's ``rgcn`` family can wrap them.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..data.random_relational import RELATIONAL_PREFIX, parse_relational_spec
-from .training import TRAINING_POLICY, TrainSettings, TrainTask, benchmark_training, training_summary
+from .training import TRAINING_POLICY, TrainSettings, TrainTask, benchmark_training, training_main, training_summary
 
 __all__ = ["BASELINES", "EXPERIMENT", "RGCNTrainSettings", "SparsetirRGCN", "benchmark_rgcn_training",
            "entity_task", "main", "rgcn_training_contenders"]
@@ -161,31 +160,13 @@ def main(argv=None) -> int:
     parser.add_argument("--format", help="the RGMS kernels' relational format (default: compile_rgms's)")
     parser.add_argument("--epochs", type=int, default=RGCNTrainSettings.epochs, help="epochs before the accuracy")
     parser.add_argument("--samples", type=int, default=TRAINING_POLICY.samples, help="timed epochs per contender")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--json", help="write the records here")
-    args = parser.parse_args(argv)
-    from .threads import configure_threads  # noqa: PLC0415 - before torch and TVM load
 
-    for warning in configure_threads(args.threads):
-        print(warning, file=sys.stderr)
-    import torch  # noqa: PLC0415 - after the thread settings
-
-    torch.set_num_threads(args.threads)
-    settings = RGCNTrainSettings(epochs=args.epochs, seed=args.seed)
-    policy = TRAINING_POLICY.replace(samples=args.samples, min_samples=min(args.samples, TRAINING_POLICY.min_samples))
-    records = []
-    for dataset in args.dataset or ["aifb", "mutag"]:
+    def run(dataset, args, policy, log):
         contenders = rgcn_training_contenders(args.baseline, sparsetir_formats={SPARSETIR: args.format})
-        found = benchmark_rgcn_training(dataset, settings, contenders=contenders, policy=policy,
-                                        log=lambda line: print(line, file=sys.stderr, flush=True))
-        print(summary(found), flush=True)
-        records += found
-    if args.json:
-        from .records import write_json_atomic  # noqa: PLC0415 - with the rest of the harness
+        return benchmark_rgcn_training(dataset, RGCNTrainSettings(epochs=args.epochs, seed=args.seed),
+                                       contenders=contenders, policy=policy, log=log)
 
-        write_json_atomic(args.json, records)
-    return 0 if all(r["status"] in ("ok", "unavailable") for r in records) else 1
+    return training_main(parser, argv, ["aifb", "mutag"], run, summary)
 
 
 if __name__ == "__main__":

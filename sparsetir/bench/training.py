@@ -22,6 +22,7 @@ A contender that fails is recorded with the reason and the others go on.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -264,3 +265,35 @@ def training_summary(records: list[dict], sparsetir_prefix: str = "sparsetir") -
                          f"  test acc {r['test_acc']:.4f}" + (f"  peak {peak / 2**20:.1f} MiB" if peak else "")
                          + f"  first epoch {r['first_epoch_s']:.2f} s")
     return "\n".join(lines)
+
+
+def training_main(parser, argv, datasets: list[str], run_dataset: Callable, summary: Callable[[list[dict]], str]) -> int:
+    """The command line every training benchmark shares (``python -m sparsetir.bench.gat``, ``.rgcn_train``).
+
+    ``parser`` holds the benchmark's own options and ``--samples``; this adds ``--seed``, ``--threads`` and
+    ``--json``, sets the thread counts before torch and TVM load, then calls ``run_dataset(dataset, args,
+    policy, log)`` for each dataset (``args.dataset`` or ``datasets``), prints ``summary`` of its records and
+    writes them all to ``--json``. Exit status 0 when every record is ok or unavailable.
+    """
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--json", help="write the records here")
+    args = parser.parse_args(argv)
+    from .threads import configure_threads  # noqa: PLC0415 - before torch and TVM load
+
+    for warning in configure_threads(args.threads):
+        print(warning, file=sys.stderr)
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    torch.set_num_threads(args.threads)
+    policy = TRAINING_POLICY.replace(samples=args.samples, min_samples=min(args.samples, TRAINING_POLICY.min_samples))
+    records = []
+    for dataset in args.dataset or datasets:
+        found = run_dataset(dataset, args, policy, lambda line: print(line, file=sys.stderr, flush=True))
+        print(summary(found), flush=True)
+        records += found
+    if args.json:
+        from .records import write_json_atomic  # noqa: PLC0415 - with the rest of the harness
+
+        write_json_atomic(args.json, records)
+    return 0 if all(r["status"] in ("ok", "unavailable") for r in records) else 1
