@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine:
-#   make test        create .venv (if missing), install sparsetir[test,bench,dgl,conv] under constraints.txt, run pytest
+#   make test        create .venv (if missing), install sparsetir[test,bench,dgl,conv,kubernetes] under constraints.txt, run pytest
 #                    (including the smoke workflow, workflows/config/smoke.yaml)
 #   make reproduce   the same set-up, then the default workflow on CPU (embedded + mirror data)
 #   make mutate      mutation testing of the core with mutmut (docs/mutation.md): slow, not in CI;
@@ -7,8 +7,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS := test,bench,dgl,conv
-STAMP := $(VENV)/.installed-test-bench-dgl-conv
+EXTRAS := test,bench,dgl,conv,kubernetes
+STAMP := $(VENV)/.installed-test-bench-dgl-conv-kubernetes
 CORES ?= $(shell nproc 2>/dev/null || echo 2)
 SNAKEMAKE := $(VENV)/bin/snakemake
 
