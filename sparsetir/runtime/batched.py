@@ -16,47 +16,31 @@ from pathlib import Path
 import numpy as np
 
 from .block_layout import check_block_layout
-from .function import SIDECAR_SHA256, CompiledFunction, check_digest, file_sha256, sidecar
-from .marshal import aligned_empty, check_no_grad, is_torch, may_overlap
+from .bound import BoundKernel, empty_like, read_export
+from .function import CompiledFunction, sidecar
+from .marshal import check_no_grad, is_torch, may_overlap
 from .validate import dtype_name
 
 BATCHED = "batched"  # the spec key marking a BatchedKernel export
 LAYOUT = "__layout"  # the sidecar array holding the block layout the structure was built from
 
 
-class BatchedKernel:
+class BatchedKernel(BoundKernel):
     """Call as ``kernel(*inputs, out=None)`` with ``(batch, heads, rows, dim)`` operands.
 
     ``spec``: ``op``, ``inputs``/``outputs`` (parameter names), ``dtype``, and under ``batched``:
     ``size`` (the batch size parameter), ``heads`` (a stacked mask's heads, or None), ``rows``
     (per input and output: the rows the operand has, and the padded rows the kernel reads) and
-    ``dim``.
+    ``dim``. ``source``, ``device``, ``dtype``, the prepared structure and ``export`` are the shared
+    :class:`~sparsetir.runtime.bound.BoundKernel`'s.
     """
 
     def __init__(self, function: CompiledFunction, spec: dict, bound: dict, sizes: dict, layout=None):
-        self.function = function
+        super().__init__(function, spec, bound, sizes)
         # the block layout (checked by the one layout validator), kept for export
         self.layout = None if layout is None else check_layout_for(spec, check_block_layout(layout), "layout")
-        self.spec = spec
         self.batched = spec[BATCHED]
-        self.sizes = dict(sizes)
-        self._bound = dict(bound)
-        self._prepared: dict | None = None
         self.timings: dict = {}
-
-    # -- what the kernel is ----------------------------------------------------------------
-    @property
-    def source(self) -> str:
-        """Generated source: CUDA C for CUDA kernels, LLVM IR for CPU kernels."""
-        return self.function.source
-
-    @property
-    def device(self) -> str:
-        return self.function.device
-
-    @property
-    def dtype(self) -> str:
-        return self.spec["dtype"]
 
     @property
     def heads(self) -> int | None:
@@ -82,7 +66,7 @@ class BatchedKernel:
         output_name = self.spec["outputs"][0]
         shape = self.output_shape(*inputs)
         if out is None:
-            out = _empty_like(first, shape, self.dtype)
+            out = empty_like(first, shape, self.dtype)
         else:
             self._check_operand("out", out, first, rows_of=output_name)
             check_no_grad(out, "out")
@@ -95,7 +79,7 @@ class BatchedKernel:
         arrays = {name: self._kernel_view(name, array, groups) for name, array in zip(names, inputs)}
         staged = self._padded(output_name, out)
         if staged is None and not _contiguous(out):
-            staged = _empty_like(out, tuple(out.shape), self.dtype)
+            staged = empty_like(out, tuple(out.shape), self.dtype)
         arrays[output_name] = _grouped(staged if staged is not None else out, groups)
         self.function.invoke(arrays, {**self.sizes, self.batched["size"]: groups}, self._structure())
         if staged is not None:
@@ -139,68 +123,41 @@ class BatchedKernel:
             array = padded
         return _grouped(array, groups)
 
-    def _structure(self) -> dict:
-        if self._prepared is None:
-            bound = self._on_device(self._bound)
-            prepared = self.function.prepare(bound, {**self.sizes, self.batched["size"]: 1})
-            prepared.pop(self.batched["size"], None)
-            self._prepared = prepared
-        return self._prepared
-
-    def _on_device(self, arrays: dict) -> dict:
-        if self.device != "cuda":
-            return arrays
-        import torch  # noqa: PLC0415 - torch loads only for CUDA kernels
-
-        return {k: torch.as_tensor(v).cuda() for k, v in arrays.items()}
+    def _prepare(self, bound: dict) -> dict:
+        prepared = self.function.prepare(bound, {**self.sizes, self.batched["size"]: 1})
+        prepared.pop(self.batched["size"], None)
+        return prepared
 
     # -- export --------------------------------------------------------------------------------
-    def export(self, path) -> Path:
-        """Write the library to ``path``; beside it ``<path>.json`` (the manifest, with the digests)
-        and ``<path>.npz`` (the structure). ``sparsetir.runtime.load(path)`` reads them back."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        arrays = {k: _host(v) for k, v in self._bound.items()}
+    def _sidecar_arrays(self) -> dict:
+        arrays = super()._sidecar_arrays()
         if self.layout is not None:
             arrays[LAYOUT] = self.layout
-        np.savez(sidecar(path, ".npz"), **arrays)
-        return self.function.export(path, kernel={"spec": self.spec, "sizes": self.sizes, "nnz": None},
-                                    **{SIDECAR_SHA256: file_sha256(sidecar(path, ".npz"))})
+        return arrays
 
     @classmethod
     def load(cls, path) -> BatchedKernel:
         """An exported batched kernel, checked as ``runtime.load`` checks every export (the digests of
         the library and the structure, then the structure itself)."""
-        path = Path(path).absolute()
-        function = CompiledFunction(path, verify=True)
-        kernel = function.manifest.get("kernel")
-        if not isinstance(kernel, dict) or not isinstance(kernel.get("spec"), dict) \
-                or BATCHED not in kernel["spec"]:
-            raise ValueError(f"{path} does not hold a batched kernel")
-        npz = sidecar(path, ".npz")
-        if not npz.exists():
-            raise FileNotFoundError(f"{npz} (the kernel's structure) is missing")
-        check_digest(npz, function.manifest.get(SIDECAR_SHA256), "structure sidecar")
-        try:
-            with np.load(npz, allow_pickle=False) as arrays:
-                bound = {name: arrays[name] for name in arrays.files}
-        except (OSError, ValueError, EOFError) as error:
-            raise ValueError(f"{npz} is not a readable structure sidecar: {error}") from None
+        function, kernel, bound = read_export(path, _check_batched_entry)
+        npz = sidecar(Path(path).absolute(), ".npz")
         layout = bound.pop(LAYOUT, None)
         if layout is None:
             raise ValueError(f"{npz} lacks {LAYOUT} (the block layout the structure was built from)")
         layout = check_layout_for(kernel["spec"], check_block_layout(layout, name=f"{npz}[{LAYOUT}]"),
                                   f"{npz}[{LAYOUT}]")
-        sizes = kernel.get("sizes")
-        if not isinstance(sizes, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                                  for v in sizes.values()):
-            raise ValueError(f"{path}: the manifest's sizes must be non-negative ints, got {sizes!r}")
+        sizes = kernel["sizes"]
         spec = kernel["spec"]
         function.signature.check_structure(bound, {**sizes, spec[BATCHED]["size"]: 1})
         return cls(function, spec, bound, sizes, layout)
 
     def __repr__(self) -> str:
         return f"BatchedKernel({self.spec['op']}, {self.spec.get('format', '?')}, {self.device})"
+
+
+def _check_batched_entry(path, kernel) -> None:
+    if not isinstance(kernel, dict) or not isinstance(kernel.get("spec"), dict) or BATCHED not in kernel["spec"]:
+        raise ValueError(f"{path} does not hold a batched kernel")
 
 
 def check_layout_for(spec: dict, layout: np.ndarray, name: str) -> np.ndarray:
@@ -227,19 +184,7 @@ def _contiguous(array) -> bool:
     return array.is_contiguous() if is_torch(array) else bool(array.flags.c_contiguous)
 
 
-def _empty_like(reference, shape, dtype):
-    if is_torch(reference):
-        import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
-
-        return torch.empty(shape, dtype=getattr(torch, dtype), device=reference.device)
-    return aligned_empty(shape, dtype)
-
-
 def _zeros_like(reference, shape, dtype):
-    array = _empty_like(reference, shape, dtype)
+    array = empty_like(reference, shape, dtype)
     array[...] = 0
     return array
-
-
-def _host(array):
-    return array if isinstance(array, np.ndarray) else array.detach().cpu().numpy()

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .function import SIDECAR_SHA256, CompiledFunction, check_digest, file_sha256, sidecar
-from .marshal import aligned_empty, check_no_grad, is_torch, may_overlap
+from .bound import BoundKernel, empty_like, read_export
+from .function import CompiledFunction, sidecar
+from .marshal import check_no_grad, is_torch, may_overlap
 from .output_pool import OutputPool
 from .signature import Signature, evaluate
 from .slot_layout import SlotLayout
@@ -23,20 +24,19 @@ from .validate import check_dense, check_permutation, dtype_name, numpy_dtype
 VALUE_ORDER = "__value_order"  # the sidecar array holding Kernel.value_order
 
 
-class Kernel:
-    """``spec``: op, inputs (parameter names in call order), outputs and values (parameter names)."""
+class Kernel(BoundKernel):
+    """``spec``: op, inputs (parameter names in call order), outputs and values (parameter names).
+
+    ``source``, ``device``, ``dtype``, the prepared structure and ``export`` are the shared
+    :class:`~sparsetir.runtime.bound.BoundKernel`'s."""
 
     def __init__(self, function: CompiledFunction, spec: dict, bound: dict, sizes: dict,
                  layout: SlotLayout | None = None, value_order: np.ndarray | None = None):
-        self.function = function
+        super().__init__(function, spec, bound, sizes)
         # values= arrive in the order of the caller's matrix; the kernel's is value_order of it
         # (a kernel compiled for A^T takes A's values: transpose_a)
         self.value_order = None if value_order is None else np.asarray(value_order, dtype=np.int64)
-        self.spec = spec
-        self.sizes = dict(sizes)
         self.layout = layout
-        self._bound = dict(bound)  # structure arrays and default values, by parameter name
-        self._prepared: dict | None = None  # the same, converted once for the kernel
         self._scratch: dict | None = None  # per-slot outputs of a decomposed kernel, reused
         self._outputs = OutputPool()  # outputs of calls without out=, reused once the caller let go
         params = {p["name"]: p for p in function.signature.params}
@@ -48,19 +48,6 @@ class Kernel:
         for name, array in self._bound.items():
             if name in self._coordinates:
                 Signature.check_coordinates(self._coordinates[name], array, self.sizes)
-
-    @property
-    def source(self) -> str:
-        """Generated source: CUDA C for CUDA kernels, LLVM IR for CPU kernels."""
-        return self.function.source
-
-    @property
-    def device(self) -> str:
-        return self.function.device
-
-    @property
-    def dtype(self) -> str:
-        return self.spec["dtype"]
 
     def output_shape(self) -> tuple:
         if self.layout is not None and self.layout.outputs:
@@ -91,7 +78,7 @@ class Kernel:
         if out is None:
             out = self._outputs.take(self.output_shape(), self.dtype, inputs[0])
             if out is None:
-                out = _empty_like(inputs[0], self.output_shape(), self.dtype)
+                out = empty_like(inputs[0], self.output_shape(), self.dtype)
         else:
             _check_array_type(out, "out")
             check_dense(out, name="out", shape=self.output_shape(), dtype=self.dtype)
@@ -114,22 +101,9 @@ class Kernel:
         """Drop the outputs kept for reuse (``runtime.output_pool``); results still held stay valid."""
         self._outputs.release()
 
-    def _structure(self) -> dict:
-        """The bound arrays converted for the kernel once (moved to the GPU for CUDA kernels)."""
-        if self._prepared is None:
-            self._prepared = self.function.prepare(self._on_device(self._bound), self.sizes)
-        return self._prepared
-
-    def _on_device(self, arrays: dict) -> dict:
-        if self.device != "cuda":
-            return arrays
-        import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
-
-        return {k: torch.as_tensor(v).cuda() for k, v in arrays.items()}
-
     def _outputs_like(self, reference) -> dict:
         if self._scratch is None or any(is_torch(a) != is_torch(reference) for a in self._scratch.values()):
-            self._scratch = {name: _empty_like(reference, self._shape[name], self._dtype[name])
+            self._scratch = {name: empty_like(reference, self._shape[name], self._dtype[name])
                              for name in self.spec["outputs"]}
         return self._scratch
 
@@ -157,20 +131,16 @@ class Kernel:
                 values = values.astype(numpy_dtype(self.dtype))
         return {self.spec["values"][0]: values}
 
-    def export(self, path) -> Path:
-        """Write the library to ``path``; beside it ``<path>.json`` (manifest, with the sha256 of the
-        library and of the structure) and ``<path>.npz`` (structure)."""
-        path = Path(path)
-        nnz = None if self.layout is None else self.layout.nnz
-        arrays = {k: _host(v) for k, v in self._bound.items()}
+    def _sidecar_arrays(self) -> dict:
+        arrays = super()._sidecar_arrays()
         if self.layout is not None:
             arrays.update(self.layout.arrays())
         if self.value_order is not None:
             arrays[VALUE_ORDER] = self.value_order
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(sidecar(path, ".npz"), **arrays)
-        return self.function.export(path, kernel={"spec": self.spec, "sizes": self.sizes, "nnz": nnz},
-                                    **{SIDECAR_SHA256: file_sha256(sidecar(path, ".npz"))})
+        return arrays
+
+    def _export_nnz(self) -> int | None:
+        return None if self.layout is None else self.layout.nnz
 
     def __repr__(self) -> str:
         return f"Kernel({self.spec['op']}, {self.spec.get('format', '?')}, {self.device}, sizes={self.sizes})"
@@ -184,28 +154,9 @@ def load_kernel(path) -> Kernel:
     compiled function runs on its inputs (shapes, dtypes, index ranges, monotone indptr, sorted,
     distinct and disjoint rows where the kernel relies on them) and the value layout.
     """
-    path = Path(path).absolute()  # not resolve(): a bundle links each sidecar beside the library
-    function = CompiledFunction(path, verify=True)
-    meta = function.manifest
-    if not isinstance(meta.get("kernel"), dict):
-        raise ValueError(f"{path} holds a compiled function, not a bound kernel")
-    npz = sidecar(path, ".npz")
-    if not npz.exists():
-        raise FileNotFoundError(f"{npz} (the kernel's structure) is missing")
-    check_digest(npz, meta.get(SIDECAR_SHA256), "structure sidecar")
-    try:
-        with np.load(npz, allow_pickle=False) as arrays:
-            everything = {name: arrays[name] for name in arrays.files}
-    except (OSError, ValueError, EOFError) as error:
-        raise ValueError(f"{npz} is not a readable structure sidecar: {error}") from None
-    kernel = meta["kernel"]
-    missing = [key for key in ("spec", "sizes", "nnz") if key not in kernel]
-    if missing:
-        raise ValueError(f"{path}: the manifest's kernel entry lacks {missing}")
+    function, kernel, everything = read_export(path, _check_kernel_entry)
+    npz = sidecar(Path(path).absolute(), ".npz")
     sizes = kernel["sizes"]
-    if not isinstance(sizes, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                              for v in sizes.values()):
-        raise ValueError(f"{path}: the manifest's sizes must be non-negative ints, got {sizes!r}")
     bound = {k: v for k, v in everything.items() if not k.startswith("__")}
     function.signature.check_structure(bound, sizes)
     layout = None if kernel["nnz"] is None else SlotLayout.from_arrays(kernel["nnz"], everything)
@@ -218,18 +169,14 @@ def load_kernel(path) -> Kernel:
     return Kernel(function, kernel["spec"], bound, sizes, layout, order)
 
 
+def _check_kernel_entry(path, kernel) -> None:
+    if not isinstance(kernel, dict):
+        raise ValueError(f"{path} holds a compiled function, not a bound kernel")
+    missing = [key for key in ("spec", "sizes", "nnz") if key not in kernel]
+    if missing:
+        raise ValueError(f"{path}: the manifest's kernel entry lacks {missing}")
+
+
 def _check_array_type(array, name: str) -> None:
     if not (isinstance(array, np.ndarray) or is_torch(array)):
         raise TypeError(f"{name} must be a numpy array or torch tensor, got {type(array).__name__}")
-
-
-def _empty_like(reference, shape, dtype):
-    if is_torch(reference):
-        import torch  # noqa: PLC0415 - torch loads only for torch inputs (the runtime runs numpy without it)
-
-        return torch.empty(shape, dtype=getattr(torch, dtype), device=reference.device)
-    return aligned_empty(shape, dtype)
-
-
-def _host(array):
-    return array if isinstance(array, np.ndarray) else array.detach().cpu().numpy()
