@@ -43,8 +43,9 @@ from ..records import ALL_CONTENDERS, make_record
 from .candidates import candidate_factory
 from .in_turn import row_times, run_cases_in_turn
 from .manifest import bundle_baselines
+from .parts import BundlePart
 
-__all__ = ["DEFAULT_ATTENTION_CONFIGS", "DEFAULT_ATTENTION_MASKS", "DEFAULT_PRUNEDBERT_FORMATS", "build_attention_section",
+__all__ = ["DEFAULT_ATTENTION_CONFIGS", "DEFAULT_ATTENTION_MASKS", "PART", "DEFAULT_PRUNEDBERT_FORMATS", "build_attention_section",
            "build_prunedbert_section", "run_attention_cases", "run_prunedbert_cases"]
 
 #: Candidate configurations, in order (tensor cores apply to float16/bfloat16 only).
@@ -284,3 +285,14 @@ def run_prunedbert_cases(bundle: Path, manifest: dict, out: Path, scratch: Path,
                                                            bandwidth=bandwidth, timing=timing, where=where),
         out, family="prunedbert", file_of=lambda case: "records/attention/prunedbert.json",
         label_of=lambda case: case["case"], failed=failed, deadline_s=deadline_s, say=say)
+
+
+def _build(staging: Path, settings: dict, **stores) -> dict:
+    return build_attention_section(
+        staging, settings.get("seqs", [4096]), masks=settings.get("masks"), batch=settings.get("batch", 1),
+        heads=settings.get("heads", 12), head_dim=settings.get("head_dim", 64), block=settings.get("block", 16),
+        dtype=settings.get("dtype", "float16"), limit=settings.get("limit", len(DEFAULT_ATTENTION_CONFIGS)),
+        baselines=settings.get("baselines"), prunedbert=settings.get("prunedbert"), **stores)
+
+
+PART = BundlePart("attention", "the attention candidates", _build, run_attention_cases, order=3)

@@ -57,11 +57,9 @@ from ...tune.fingerprint import fingerprint
 from ...tune.shortlist import DEFAULT_RANKED_FORMATS, shortlist
 from ...version import __version__
 from ..datasets import load_matrix
-from .attention import DEFAULT_ATTENTION_CONFIGS, build_attention_section
-from .conv import DEFAULT_CONV_CONFIGS, DEFAULT_CONV_LAYERS, build_conv_section
 from .ingestion import ingest
 from .manifest import BUNDLE_FORMAT, bundle_baselines
-from .rgcn import DEFAULT_RGCN_CONFIGS, build_rgcn_section
+from .parts import bundle_parts
 
 MAX_BUNDLE_BYTES = 60 << 20
 DEFAULT_LIMIT = 6  # candidates per (dataset, feature size)
@@ -274,8 +272,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                  hyb_formats: dict | None = None, knob_settings=None, ranked: int = DEFAULT_RANKED_FORMATS,
                  seed: int = 0, timing: TimingPolicy | dict | None = None, baselines=None, time_limit_s: float | None = None,
                  max_bytes: int = MAX_BUNDLE_BYTES, wheel: bool | None = None, progress: bool = True,
-                 op: str = "spmm", rgcn: dict | None = None, conv: dict | None = None,
-                 attention: dict | None = None) -> dict:
+                 op: str = "spmm", **families: dict | None) -> dict:
     """Compile the candidates of every (dataset, feat) and write the bundle folder ``out``; returns its manifest.
 
     ``target``: "cuda" (default) or "llvm" (a CPU bundle, for testing the runner here).
@@ -285,15 +282,16 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
     for llvm tried, and left out with a warning when the download fails; ``False``: left out, for
     hosts that have tvm_ffi). The folder is built beside ``out`` and moved into place only when
     complete; ``BundleTooLarge`` (a ValueError) past ``max_bytes``.
-    ``rgcn``: also R-GCN inference candidates (``{"datasets": [...], "dims": [32, 32, 32], "limit": 6,
-    "baselines": [...]}``; :mod:`sparsetir.bench.bundle.rgcn`), in the manifest's ``rgcn`` section.
-    ``conv``: also sparse-convolution candidates (``{"clouds": ["kitti-000000"], "voxel_size": 0.2,
-    "layers": [...], "limit": 2, "baselines": [...]}``; :mod:`sparsetir.bench.bundle.conv`), section ``conv``.
-    ``attention``: also block-sparse attention candidates (``{"seqs": [4096], "masks": {...}, "heads": 12,
-    "head_dim": 64, "block": 16, "dtype": "float16", "limit": 3, "baselines": [...], "prunedbert": {...}}``;
-    :mod:`sparsetir.bench.bundle.attention`), section ``attention``.
+    ``families``: a family's bundle part (``bundle.parts``; a module of this package per family) by name,
+    with its settings (the config's ``bundle.<family>`` section, which its module documents): that
+    family's candidates too, in the manifest's section of that name. ``ValueError`` for a name no part
+    declares.
     """
     spec = get_op(op)
+    parts = bundle_parts()
+    unknown = sorted(set(families) - set(parts))
+    if unknown:
+        raise ValueError(f"unknown bundle part(s) {unknown}; known: {', '.join(parts)}")
     datasets, feats = _check_datasets(datasets), _check_feats(feats)
     target = normalize_target(target)
     device = device_of(target)
@@ -359,35 +357,14 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
                     size = check_size(staging, max_bytes, f"{dataset} feat {feat}")
                     _say(progress, f"{dataset} feat {feat}: {len(candidates)} candidates ({new} new kernel(s)) in "
                                    f"{time.perf_counter() - case_started:.1f} s; bundle {_mib(size)}")
-            rgcn_section = None
-            if rgcn:
-                rgcn_section = build_rgcn_section(
-                    staging, rgcn["datasets"], dims=rgcn.get("dims", (32, 32, 32)), target=target, seed=seed,
-                    scratch=Path(scratch), store_library=_store_library, store_candidate_files=_store_candidate_files,
-                    limit=rgcn.get("limit", len(DEFAULT_RGCN_CONFIGS)), baselines=rgcn.get("baselines"),
-                    say=lambda message: _say(progress, message))
-                check_size(staging, max_bytes, "the R-GCN candidates")
-            conv_section = None
-            if conv:
-                conv_section = build_conv_section(
-                    staging, conv["clouds"], voxel_size=conv.get("voxel_size", 0.2),
-                    layers=conv.get("layers", DEFAULT_CONV_LAYERS), target=target, seed=seed, scratch=Path(scratch),
-                    store_library=_store_library, store_candidate_files=_store_candidate_files,
-                    limit=conv.get("limit", len(DEFAULT_CONV_CONFIGS)), baselines=conv.get("baselines"),
-                    say=lambda message: _say(progress, message))
-                check_size(staging, max_bytes, "the convolution candidates")
-            attention_section = None
-            if attention:
-                attention_section = build_attention_section(
-                    staging, attention.get("seqs", [4096]), masks=attention.get("masks"),
-                    batch=attention.get("batch", 1), heads=attention.get("heads", 12),
-                    head_dim=attention.get("head_dim", 64), block=attention.get("block", 16),
-                    dtype=attention.get("dtype", "float16"), target=target, seed=seed, scratch=Path(scratch),
-                    store_library=_store_library, store_candidate_files=_store_candidate_files,
-                    limit=attention.get("limit", len(DEFAULT_ATTENTION_CONFIGS)),
-                    baselines=attention.get("baselines"),
-                    prunedbert=attention.get("prunedbert"), say=lambda message: _say(progress, message))
-                check_size(staging, max_bytes, "the attention candidates")
+            sections = {}
+            for name, part in parts.items():
+                if families.get(name):
+                    sections[name] = part.build(staging, families[name], target=target, seed=seed,
+                                                scratch=Path(scratch), store_library=_store_library,
+                                                store_candidate_files=_store_candidate_files,
+                                                say=lambda message: _say(progress, message))
+                    check_size(staging, max_bytes, part.what)
         manifest = {
             "format": BUNDLE_FORMAT, "id": uuid.uuid4().hex[:12], "op": op, "target": target, "device": device,
             "dtype": "float32", "seed": seed,
@@ -402,12 +379,7 @@ def build_bundle(out, datasets, feats=DEFAULT_FEATS, *, target="cuda", limit: in
             "wheels": wheel_files, "wheel_note": wheel_note,
             "inputs": inputs, "kernels": kernels, "cases": cases,
         }
-        if rgcn_section is not None:
-            manifest["rgcn"] = rgcn_section
-        if conv_section is not None:
-            manifest["conv"] = conv_section
-        if attention_section is not None:
-            manifest["attention"] = attention_section
+        manifest.update(sections)
         manifest["build"]["seconds"] = round(time.perf_counter() - started, 1)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
         (staging / "run.sh").write_text(RUN_SH)
@@ -443,13 +415,9 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--no-wheel", action="store_true",
                        help="leave out the tvm-ffi wheel (for hosts that have tvm_ffi)")
     build.add_argument("--seed", type=int, default=0)
-    build.add_argument("--rgcn-dataset", action="append", default=[], metavar="GRAPH",
-                       help="also R-GCN inference candidates on this relational graph, e.g. aifb (repeatable)")
-    build.add_argument("--rgcn-dims", type=int, nargs=3, default=[32, 32, 32], metavar=("IN", "HIDDEN", "OUT"),
-                       help="the R-GCN model's feature sizes (default 32 32 32)")
-    build.add_argument("--conv-cloud", action="append", default=[], metavar="CLOUD",
-                       help="also sparse-convolution candidates on this point cloud, e.g. kitti-000000 (repeatable)")
-    build.add_argument("--conv-voxel-size", type=float, default=0.2, help="the clouds' voxel size (default 0.2 m)")
+    for part in bundle_parts().values():  # each family's own options
+        if part.add_arguments is not None:
+            part.add_arguments(build)
     build.add_argument("--out", required=True, help="bundle folder (replaced when the build succeeds)")
     ingest = commands.add_parser("ingest", help="pick the best candidates from returned records")
     ingest.add_argument("--records", required=True, help="folder holding the runner's records/ (or the records)")
@@ -475,8 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         build_bundle(args.out, args.dataset, args.feat or DEFAULT_FEATS, target=args.target, limit=args.limit,
                      hyb_formats=_hyb_option(args.hyb), time_limit_s=args.time_limit_s,
                      max_bytes=int(args.max_mib * 2**20), wheel=False if args.no_wheel else None, seed=args.seed,
-                     rgcn={"datasets": args.rgcn_dataset, "dims": args.rgcn_dims} if args.rgcn_dataset else None,
-                     conv={"clouds": args.conv_cloud, "voxel_size": args.conv_voxel_size} if args.conv_cloud else None)
+                     **{name: part.from_arguments(args) for name, part in bundle_parts().items()
+                        if part.from_arguments is not None})
         return 0
     ingest(args.records, reference_dir=args.reference_dir,
            database=TuningDatabase(args.database) if args.database else None)

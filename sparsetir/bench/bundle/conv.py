@@ -39,8 +39,9 @@ from ..families.conv import ConvLayer, parse_layer
 from ..records import ALL_CONTENDERS, make_record
 from .in_turn import row_times, run_cases_in_turn
 from .manifest import bundle_baselines
+from .parts import BundlePart
 
-__all__ = ["DEFAULT_CONV_CONFIGS", "DEFAULT_CONV_LAYERS", "build_conv_section", "run_conv_cases"]
+__all__ = ["DEFAULT_CONV_CONFIGS", "DEFAULT_CONV_LAYERS", "PART", "build_conv_section", "run_conv_cases"]
 
 #: Candidate configurations, in order: the two dataflows of ``ops.sparse_conv3d``.
 DEFAULT_CONV_CONFIGS = ({"format": "csf"}, {"format": "relcsr"})
@@ -226,3 +227,22 @@ def run_conv_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, assem
         out, family="conv",
         file_of=lambda case: f"records/conv/{dataset_slug(case['cloud'])}-v{case['voxel_size']:g}.json",
         label_of=lambda case: f"{case['cloud']} {case['layer']}", failed=failed, deadline_s=deadline_s, say=say)
+
+
+def _build(staging: Path, settings: dict, **stores) -> dict:
+    return build_conv_section(staging, settings["clouds"], voxel_size=settings.get("voxel_size", 0.2),
+                              layers=settings.get("layers", DEFAULT_CONV_LAYERS),
+                              limit=settings.get("limit", len(DEFAULT_CONV_CONFIGS)),
+                              baselines=settings.get("baselines"), **stores)
+
+
+def _add_arguments(parser) -> None:
+    parser.add_argument("--conv-cloud", action="append", default=[], metavar="CLOUD",
+                        help="also sparse-convolution candidates on this point cloud, e.g. kitti-000000 (repeatable)")
+    parser.add_argument("--conv-voxel-size", type=float, default=0.2, help="the clouds' voxel size (default 0.2 m)")
+
+
+PART = BundlePart("conv", "the convolution candidates", _build, run_conv_cases, order=2,
+                  add_arguments=_add_arguments,
+                  from_arguments=lambda args: {"clouds": args.conv_cloud, "voxel_size": args.conv_voxel_size}
+                  if args.conv_cloud else None)

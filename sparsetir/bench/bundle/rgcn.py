@@ -34,12 +34,14 @@ from ...reference import Case
 from ...reference.rgcn import rgcn_inputs, rgcn_reference
 from ...runtime import load
 from ...runtime.validate import entry_rows
-from ..case_runner import short_reason, status_of
+from ..case_runner import status_of
 from ..engine import Row, baseline_row, prepare, time_rows
-from ..records import ALL_CONTENDERS, make_record, write_json_atomic
+from ..records import ALL_CONTENDERS, make_record
+from .in_turn import run_cases_in_turn
 from .manifest import bundle_baselines
+from .parts import BundlePart
 
-__all__ = ["DEFAULT_RGCN_CONFIGS", "RelationalStructure", "build_rgcn_section", "run_rgcn_cases"]
+__all__ = ["DEFAULT_RGCN_CONFIGS", "PART", "RelationalStructure", "build_rgcn_section", "run_rgcn_cases"]
 
 #: Candidate configurations, in order: the formats x the dataflows of ``ops.rgms``.
 DEFAULT_RGCN_CONFIGS = tuple({"format": fmt, "dataflow": dataflow} for fmt in ("csf", "relcsr")
@@ -213,26 +215,34 @@ def run_rgcn_case(bundle: Path, section: dict, case: dict, scratch: Path, assemb
 def run_rgcn_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, assemble: Callable, *, bandwidth: dict,
                    timing, where: dict, deadline_s: float, say: Callable[[str], None]) -> list[str]:
     """Every R-GCN case of the bundle that fits before ``deadline_s`` (``time.monotonic()``); the record files."""
-    section, device, files, slowest = manifest["rgcn"], manifest["device"], [], 0.0
-    for case in section["cases"]:
-        if time.monotonic() + 1.2 * slowest > deadline_s:
-            say(f"rgcn: stopping before {case['dataset']}: the time limit would be passed")
-            break
-        started = time.monotonic()
-        try:
-            records = run_rgcn_case(bundle, section, case, scratch, assemble, device=device, bandwidth=bandwidth,
-                                    timing=timing, where=where)
-        except Exception as error:  # one broken case must not lose the others
-            records = [make_record(experiment="rgcn", op="rgcn", device=device, dataset=case["dataset"],
-                                   feat=section["dims"][0], contender=ALL_CONTENDERS, status="failed",
-                                   reason=short_reason(f"{type(error).__name__}: {error}"), provenance=where)]
-        name = f"records/rgcn/{dataset_slug(case['dataset'])}.json"
-        write_json_atomic(out / name, records)
-        files.append(name)
-        slowest = max(slowest, time.monotonic() - started)
-        timed = [r for r in records if r["status"] == "ok"]
-        best = min(timed, key=lambda r: r["stats"]["median"]) if timed else None
-        say(f"rgcn {case['dataset']} ({time.monotonic() - started:.1f} s): "
-            + (f"fastest {best['contender']} {best['stats']['median'] * 1e3:.3f} ms" if best else "nothing timed")
-            + "".join(f"; {r['contender']} WRONG" for r in records if r["status"] == "wrong"))
-    return files
+    section, device = manifest["rgcn"], manifest["device"]
+
+    def failed(case: dict, reason: str) -> list[dict]:
+        return [make_record(experiment="rgcn", op="rgcn", device=device, dataset=case["dataset"],
+                            feat=section["dims"][0], contender=ALL_CONTENDERS, status="failed", reason=reason,
+                            provenance=where)]
+
+    return run_cases_in_turn(
+        section["cases"], lambda case: run_rgcn_case(bundle, section, case, scratch, assemble, device=device,
+                                                     bandwidth=bandwidth, timing=timing, where=where),
+        out, family="rgcn", file_of=lambda case: f"records/rgcn/{dataset_slug(case['dataset'])}.json",
+        label_of=lambda case: case["dataset"], failed=failed, deadline_s=deadline_s, say=say)
+
+
+def _build(staging: Path, settings: dict, **stores) -> dict:
+    return build_rgcn_section(staging, settings["datasets"], dims=settings.get("dims", (32, 32, 32)),
+                              limit=settings.get("limit", len(DEFAULT_RGCN_CONFIGS)),
+                              baselines=settings.get("baselines"), **stores)
+
+
+def _add_arguments(parser) -> None:
+    parser.add_argument("--rgcn-dataset", action="append", default=[], metavar="GRAPH",
+                        help="also R-GCN inference candidates on this relational graph, e.g. aifb (repeatable)")
+    parser.add_argument("--rgcn-dims", type=int, nargs=3, default=[32, 32, 32], metavar=("IN", "HIDDEN", "OUT"),
+                        help="the R-GCN model's feature sizes (default 32 32 32)")
+
+
+PART = BundlePart("rgcn", "the R-GCN candidates", _build, run_rgcn_cases, order=1, dataset_key="dataset",
+                  add_arguments=_add_arguments,
+                  from_arguments=lambda args: {"datasets": args.rgcn_dataset, "dims": args.rgcn_dims}
+                  if args.rgcn_dataset else None)

@@ -9,10 +9,9 @@ loads, kernels load through :mod:`sparsetir.runtime` from the bundle's ``lib/``
 against the op's float64 reference (``sparsetir.reference``), then the candidates and baselines
 are timed with the one timer (``bench.engine.time_rows``: CUDA events and a 256 MiB flush on a
 GPU, interleaved on a CPU). Nothing here imports the compiler.
-``<out>/records/<dataset>-feat<F>.json`` is written after every case (R-GCN cases, when the
-bundle has them: ``<out>/records/rgcn/<dataset>.json``, :mod:`sparsetir.bench.bundle.rgcn`; convolution
-cases: ``<out>/records/conv/<cloud>-v<size>.json``, :mod:`sparsetir.bench.bundle.conv`; attention
-cases: ``<out>/records/attention/seq<N>.json``, :mod:`sparsetir.bench.bundle.attention`) and
+``<out>/records/<dataset>-feat<F>.json`` is written after every case (then each family's part the
+bundle has, ``bundle.parts``: its cases' records under ``<out>/records/<family>/``, written by the
+part's module) and
 ``<out>/run.json`` says how far the run got, so a killed run leaves every finished case behind.
 A case is not started when the time limit would be passed (estimated from the slowest case so far).
 """
@@ -35,11 +34,9 @@ from ..case_runner import flops, measure_bandwidth, short_reason, status_of
 from ..engine import Row, contender_rows, prepare, time_rows, variant_name
 from ..records import ALL_CONTENDERS, make_record, provenance, write_json_atomic
 from ..threads import configure_threads
-from .attention import run_attention_cases
 from .candidates import assemble_kernel, candidate_factory, load_input
-from .conv import run_conv_cases
 from .manifest import contender_name, is_candidate_name, read_manifest
-from .rgcn import run_rgcn_cases
+from .parts import bundle_parts
 
 
 def block_compiler() -> None:
@@ -208,20 +205,15 @@ def main(argv: list[str] | None = None) -> int:
             write_json_atomic(out / "run.json", status)
             say(f"case {number}/{len(cases)} {dataset} feat {feat} ({time.monotonic() - case_started:.1f} s): "
                 f"{summary_line(records)}")
-        if manifest.get("rgcn") and status["stopped"] is None:  # R-GCN inference cases, after the op's
-            section = dict(manifest["rgcn"])
-            section["cases"] = [c for c in section["cases"] if not args.dataset or c["dataset"] in args.dataset]
-            status["files"] += run_rgcn_cases(bundle, {**manifest, "rgcn": section}, out, Path(scratch),
-                                              assemble_kernel, bandwidth=bandwidth, timing=timing, where=where,
-                                              deadline_s=started + limit_s, say=say)
-        if manifest.get("conv") and status["stopped"] is None:  # convolution cases, last
-            status["files"] += run_conv_cases(bundle, manifest, out, Path(scratch), assemble_kernel,
-                                              bandwidth=bandwidth, timing=timing, where=where,
-                                              deadline_s=started + limit_s, say=say)
-        if manifest.get("attention") and status["stopped"] is None:  # block-sparse attention cases
-            status["files"] += run_attention_cases(bundle, manifest, out, Path(scratch), assemble_kernel,
-                                                   bandwidth=bandwidth, timing=timing, where=where,
-                                                   deadline_s=started + limit_s, say=say)
+        for name, part in bundle_parts().items():  # each family's cases, after the op's
+            if not manifest.get(name) or status["stopped"] is not None:
+                continue
+            section = dict(manifest[name])
+            if part.dataset_key and args.dataset:
+                section["cases"] = [c for c in section["cases"] if c[part.dataset_key] in args.dataset]
+            status["files"] += part.run(bundle, {**manifest, name: section}, out, Path(scratch), assemble_kernel,
+                                        bandwidth=bandwidth, timing=timing, where=where,
+                                        deadline_s=started + limit_s, say=say)
     status.update(elapsed_s=round(time.monotonic() - started, 1), tvm_compiler_loaded=compiler_loaded(),
                   finished=status["stopped"] is None)
     write_json_atomic(out / "run.json", status)
