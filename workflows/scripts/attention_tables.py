@@ -23,10 +23,14 @@ from pathlib import Path
 import pandas as pd
 
 from sparsetir.bench.report.intervals import geomean, number_cell
+from sparsetir.bench.report.tables import add_speedups, headline_table, ratio_columns, row_interval, speedup_cell
 
 SPARSETIR = "sparsetir"
 ALL = "*"
 SDPA_MASK = "sdpa-dense-mask"
+CASE = ["experiment", "case"]
+INTERVALS = [f"{column}_{suffix}" for column in ("speedup_vs_reference", "speedup_vs_sdpa_mask")
+             for suffix in ("low", "high", "verdict")]
 COLUMNS = ["experiment", "case", "mask", "seq", "contender", "kind", "variant", "status", "reason", "block_sparsity",
            "shape", "nnz", "median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "reference", "reference_ms",
            "reference_mean_ms", "speedup_vs_reference", "speedup_vs_reference_mean", "speedup_vs_sdpa_mask",
@@ -50,7 +54,8 @@ def attention_frame(records: Iterable[dict], reference: Sequence[str], prunedber
             "shape": "x".join(str(d) for d in record["shape"]) if record.get("shape") else None,
             "nnz": record.get("nnz"),
             **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
-            "samples": stats.get("n"), "relative_error": case.get("relative_error"),
+            "samples": stats.get("n"), "samples_s": list(stats.get("samples") or []),
+            "relative_error": case.get("relative_error"),
             "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
             "compile_s": times.get("compile_s"),
         })
@@ -62,22 +67,14 @@ def attention_frame(records: Iterable[dict], reference: Sequence[str], prunedber
                    "block_sparsity", "relative_error", "seq", "nnz"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     references = {"attention": list(reference), "prunedbert": [prunedbert_reference] if prunedbert_reference else []}
-    best_rows = []
-    for (experiment, case), group in frame.groupby(["experiment", "case"], sort=False):
-        timed = group[(group["status"] == "ok") & group["contender"].isin(references.get(experiment, []))
-                      & group["median_ms"].notna()]
-        sdpa = group[(group["contender"] == SDPA_MASK) & (group["status"] == "ok")]["median_ms"]
-        best = timed.loc[timed["median_ms"].idxmin()] if len(timed) else None
-        best_rows.append({"experiment": experiment, "case": case,
-                          "reference": best["contender"] if best is not None else None,
-                          "reference_ms": best["median_ms"] if best is not None else math.nan,
-                          "reference_mean_ms": best["mean_ms"] if best is not None else math.nan,
-                          "sdpa_ms": sdpa.iloc[0] if len(sdpa) else math.nan})
-    frame = frame.merge(pd.DataFrame(best_rows), on=["experiment", "case"], how="left")
-    frame["speedup_vs_reference"] = frame["reference_ms"] / frame["median_ms"]
-    frame["speedup_vs_reference_mean"] = frame["reference_mean_ms"] / frame["mean_ms"]
-    frame["speedup_vs_sdpa_mask"] = frame["sdpa_ms"] / frame["median_ms"]
-    return frame[COLUMNS]
+    pool = pd.Series([c in references.get(e, []) for e, c in zip(frame["experiment"], frame["contender"])],
+                     index=frame.index)
+    frame = add_speedups(frame, CASE, pool, versus="reference", column="speedup_vs_reference")
+    sdpa = frame[(frame["contender"] == SDPA_MASK) & (frame["status"] == "ok")].set_index(CASE)["median_ms"]
+    sdpa_ms = pd.Series([sdpa.get(tuple(k), math.nan) for k in frame[CASE].itertuples(index=False)], index=frame.index)
+    ratio_columns(frame, CASE, pd.Series(SDPA_MASK, index=frame.index), sdpa_ms / frame["median_ms"],
+                  "speedup_vs_sdpa_mask")
+    return frame[[*COLUMNS, *INTERVALS, "samples_s"]]
 
 
 def _contenders(frame: pd.DataFrame) -> list[str]:
@@ -111,12 +108,14 @@ def speedup_summary(frame: pd.DataFrame) -> pd.DataFrame:
             rows.append({"sparsetir": contender, "case": row["case"], "ms": number_cell(row["median_ms"], 3),
                          "reference": row["reference"] if isinstance(row["reference"], str) else "—",
                          "reference ms": number_cell(row["reference_ms"], 3),
-                         "speedup (median)": number_cell(row["speedup_vs_reference"]),
+                         "speedup (median, 90% interval)": speedup_cell(row_interval(row, "speedup_vs_reference")),
+                         "verdict": row["speedup_vs_reference_verdict"],
                          "speedup (mean)": number_cell(row["speedup_vs_reference_mean"]),
-                         "vs SDPA mask": number_cell(row["speedup_vs_sdpa_mask"])})
+                         "vs SDPA mask": speedup_cell(row_interval(row, "speedup_vs_sdpa_mask"))})
         if len(mine):
             rows.append({"sparsetir": contender, "case": "geomean", "ms": "", "reference": "", "reference ms": "",
-                         "speedup (median)": number_cell(geomean(mine["speedup_vs_reference"])),
+                         "speedup (median, 90% interval)": number_cell(geomean(mine["speedup_vs_reference"])),
+                         "verdict": "",
                          "speedup (mean)": number_cell(geomean(mine["speedup_vs_reference_mean"])),
                          "vs SDPA mask": f"min {number_cell(mine['speedup_vs_sdpa_mask'].min())}"})
     return pd.DataFrame(rows)
@@ -165,6 +164,13 @@ def markdown_report(frame: pd.DataFrame) -> str:
         "sizes), SDPA with the dense mask and torch's BSR. Setup (conversion; FlexAttention's torch.compile, once "
         "per shape) is not kernel time and has its own table.",
         "",
+        "## Headline",
+        "",
+        "Per sparsetir contender: the geometric mean of its speedups over the reference with its 90% bootstrap "
+        "interval over the interleaved rounds, and its wins / ties / losses (a tie: the interval straddles 1).",
+        "",
+        _markdown(headline_table(attention, CASE, "speedup_vs_reference", "reference")),
+        "",
         "## ms per call (median)",
         "",
         _markdown(wide(attention, "median_ms")),
@@ -184,6 +190,8 @@ def markdown_report(frame: pd.DataFrame) -> str:
             "",
             "``ops.spmm(W, X)`` in sparse formats against dense ``torch.mm`` (MKL) and torch's CSR; the reference "
             "is dense MKL.",
+            "",
+            _markdown(headline_table(prunedbert, CASE, "speedup_vs_reference", "reference")),
             "",
             _markdown(wide(prunedbert, "median_ms")),
             "",
@@ -213,7 +221,7 @@ def write_tables(records: list[dict], csv: Path, md: Path, tex: Path, reference:
     from sparsetir.bench.report.summary import interference_paragraph
 
     frame = attention_frame(records, reference, prunedbert_reference)
-    write_text_atomic(csv, frame.to_csv(index=False))
+    write_text_atomic(csv, frame.drop(columns=["samples_s"]).to_csv(index=False))
     write_text_atomic(md, markdown_report(frame) + interference_paragraph(records))
     write_text_atomic(tex, latex_table(frame))
     return frame

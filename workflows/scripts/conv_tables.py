@@ -25,6 +25,7 @@ import pandas as pd
 
 from sparsetir.bench.bounds import rate_percentages
 from sparsetir.bench.report.intervals import geomean, number_cell
+from sparsetir.bench.report.tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
 
 SPARSETIR = "sparsetir"
 ALL = "*"
@@ -53,7 +54,7 @@ def conv_frame(records: Iterable[dict]) -> pd.DataFrame:
             "kind": conv.get("kind") or (SPARSETIR if record["contender"].startswith(SPARSETIR) else "baseline"),
             "variant": record.get("variant"), "status": record["status"], "reason": record.get("reason"),
             **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
-            "samples": stats.get("n"),
+            "samples": stats.get("n"), "samples_s": list(stats.get("samples") or []),
             "map_ms": conv["map_s"] * 1e3 if conv.get("map_s") is not None else None,
             "map_library": conv.get("map_library"),
             "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
@@ -68,19 +69,8 @@ def conv_frame(records: Iterable[dict]) -> pd.DataFrame:
     for column in ("median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "map_ms", "convert_ms", "compile_s",
                    "tune_s", "wrong_rows", "pct_fma", "pct_memory_bound", "c_in", "c_out", "stride", "level", "inputs", "outputs", "pairs"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
-    timed = frame[(frame["status"] == "ok") & (frame["kind"] == "baseline") & frame["median_ms"].notna()]
-    if timed.empty:
-        best = pd.DataFrame(columns=[*CASE_KEYS, "best_baseline", "best_baseline_ms", "best_baseline_mean_ms"])
-    else:
-        best = timed.loc[timed.groupby(CASE_KEYS)["median_ms"].idxmin(), [*CASE_KEYS, "contender", "median_ms",
-                                                                          "mean_ms"]]
-        best = best.rename(columns={"contender": "best_baseline", "median_ms": "best_baseline_ms",
-                                    "mean_ms": "best_baseline_mean_ms"})
-    frame = frame.merge(best, on=CASE_KEYS, how="left")
-    frame["speedup_vs_best_baseline"] = pd.to_numeric(frame["best_baseline_ms"], errors="coerce") / frame["median_ms"]
-    frame["speedup_vs_best_baseline_mean"] = (pd.to_numeric(frame["best_baseline_mean_ms"], errors="coerce")
-                                              / frame["mean_ms"])
-    return frame[COLUMNS]
+    frame = add_speedups(frame, CASE_KEYS)  # the best baseline per case, intervals and verdicts
+    return frame[[*COLUMNS, *INTERVAL_COLUMNS, "samples_s"]]
 
 
 def _scan(row) -> str:
@@ -125,7 +115,8 @@ def speedup_table(frame: pd.DataFrame, case: str) -> tuple[pd.DataFrame, list[st
                          "sparsetir ms": number_cell(entry["median_ms"], 3),
                          "best baseline": entry["best_baseline"] if isinstance(entry["best_baseline"], str) else "—",
                          "baseline ms": number_cell(entry["best_baseline_ms"], 3),
-                         "speedup (median)": number_cell(entry["speedup_vs_best_baseline"]),
+                         "speedup (median, 90% interval)": speedup_cell(row_interval(entry), entry["status"]),
+                         "verdict": entry["speedup_vs_best_baseline_verdict"],
                          "speedup (mean)": number_cell(entry["speedup_vs_best_baseline_mean"]),
                          "% FMA": number_cell(entry["pct_fma"], 1),
                          "% memory bound": number_cell(entry["pct_memory_bound"], 1),
@@ -134,7 +125,7 @@ def speedup_table(frame: pd.DataFrame, case: str) -> tuple[pd.DataFrame, list[st
         if valid:
             rows.append({"sparsetir": contender, "scan": "geomean", "layer": f"min {min(valid):.2f}",
                          "sparsetir ms": "", "best baseline": "", "baseline ms": "",
-                         "speedup (median)": number_cell(geomean(valid)),
+                         "speedup (median, 90% interval)": number_cell(geomean(valid)), "verdict": "",
                          "speedup (mean)": number_cell(geomean(entries["speedup_vs_best_baseline_mean"])),
                          "% FMA": "", "% memory bound": "", "compile s": "", "tune s": ""})
             if case == "layer":
@@ -176,7 +167,7 @@ def write_tables(frame: pd.DataFrame, csv: Path, md: Path, tex: Path, interferen
     """The three tables; ``interference``: the paragraph ``speedup.md`` ends with (``interference_paragraph``)."""
     from sparsetir.bench.records import write_bytes_atomic
 
-    write_bytes_atomic(csv, frame.to_csv(index=False).encode())
+    write_bytes_atomic(csv, frame.drop(columns=["samples_s"], errors="ignore").to_csv(index=False).encode())
     layers = ms_table(frame, "layer")
     speedups, verdicts = speedup_table(frame, "layer")
     maps, map_verdict = map_table(frame)
@@ -187,6 +178,9 @@ def write_tables(frame: pd.DataFrame, csv: Path, md: Path, tex: Path, interferen
              "before it was timed (a wrong one is not timed: its cell says so). Speedups are over the fastest timed "
              "baseline of each layer (spconv with all threads or one, plain torch gather-mm-scatter). Kernel maps "
              "are set-up, timed on their own (below), not part of the kernel times.", ""]
+    parts += ["## Headline", "", "Per sparsetir contender: the geometric mean of its speedups over the best baseline "
+              "with its 90% bootstrap interval over the interleaved rounds, and its wins / ties / losses (a tie: the "
+              "interval straddles 1).", "", headline_table(frame, CASE_KEYS).to_markdown(index=False), ""]
     if not layers.empty:
         parts += ["## Per layer (ms, median)", "", layers.to_markdown(index=False), ""]
     if not speedups.empty:

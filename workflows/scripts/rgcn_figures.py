@@ -1,9 +1,9 @@
 """Workflow step: the R-GCN figure (seaborn), from ``speedup.csv`` (``rgcn_tables.py``).
 
 ``rgcn_inference.png`` (and ``.svg``) has two panels, one bar per (dataset, contender): milliseconds per
-inference (median, log scale, each sparsetir contender's speedup over the best baseline written
-above its bar) and peak memory (MiB). Contenders or datasets that did not run have no bar; the
-tables say why.
+inference (median, linear axis from 0, each sparsetir contender's speedup over the best baseline written
+above its bar) and peak memory (MiB). Contenders that did not run have no bar (the tables say why); datasets that
+did not run are named under the axes.
 """
 
 
@@ -43,9 +43,8 @@ def inference_figure(frame: pd.DataFrame, path: Path) -> None:
     figure, axes = plt.subplots(1, 2, figsize=(max(9, 2.2 * timed["dataset"].nunique() + 7), 4.2))
     bars = sns.barplot(data=timed, x="dataset", y="median_ms", hue="contender", hue_order=order, palette=palette,
                        ax=axes[0])
-    axes[0].set_yscale("log")
-    style.plain_log_axis(axes[0], "y")
-    axes[0].set_ylabel("ms per inference (median, log)")
+    axes[0].set_ylim(bottom=0)  # a linear axis from 0: bar heights compare as the times do
+    axes[0].set_ylabel("ms per inference (median)")
     axes[0].set_xlabel("")
     axes[0].set_title("R-GCN inference (2 layers)")
     datasets = list(dict.fromkeys(timed["dataset"]))
@@ -74,6 +73,10 @@ def inference_figure(frame: pd.DataFrame, path: Path) -> None:
     figure.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize="small",
                   bbox_to_anchor=(0.5, -0.08))
     figure.tight_layout()
+    from sparsetir.bench.report.figures import not_run_note
+
+    missing = [f"{d} ({r})" for d, r in frame[frame["contender"] == "*"][["dataset", "reason"]].values]
+    not_run_note(figure, missing)
     _save(figure, path)
 
 

@@ -25,6 +25,7 @@ import pandas as pd
 
 from sparsetir.bench.bounds import rate_percentages
 from sparsetir.bench.report.intervals import geomean, number_cell
+from sparsetir.bench.report.tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
 
 SPARSETIR = "sparsetir"
 ALL = "*"
@@ -61,7 +62,7 @@ def rgcn_frame(records: Iterable[dict]) -> pd.DataFrame:
             "nodes": shape[0], "edges": record.get("nnz"), "relations": rgcn.get("num_relations"),
             "dims": "/".join(str(d) for d in rgcn["dims"]) if rgcn.get("dims") else None,
             **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
-            "samples": stats.get("n"),
+            "samples": stats.get("n"), "samples_s": list(stats.get("samples") or []),
             "peak_mib": memory["peak_bytes"] / MIB if "peak_bytes" in memory else None,
             "prepare_peak_mib": memory["prepare_peak_bytes"] / MIB if "prepare_peak_bytes" in memory else None,
             "resident_mib": memory["resident_bytes"] / MIB if "resident_bytes" in memory else None,
@@ -78,14 +79,8 @@ def rgcn_frame(records: Iterable[dict]) -> pd.DataFrame:
                    "resident_mib", "convert_ms", "compile_s", "tune_s", "nodes", "edges", "relations", "pct_fma",
                    "pct_memory_bound"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
-    timed = frame[(frame["status"] == "ok") & (frame["kind"] == "baseline") & frame["median_ms"].notna()]
-    best = timed.loc[timed.groupby("dataset")["median_ms"].idxmin(), ["dataset", "contender", "median_ms", "mean_ms"]]
-    best = best.rename(columns={"contender": "best_baseline", "median_ms": "best_baseline_ms",
-                                "mean_ms": "best_baseline_mean_ms"})
-    frame = frame.merge(best, on="dataset", how="left")
-    frame["speedup_vs_best_baseline"] = frame["best_baseline_ms"] / frame["median_ms"]
-    frame["speedup_vs_best_baseline_mean"] = frame["best_baseline_mean_ms"] / frame["mean_ms"]
-    return frame[COLUMNS]
+    frame = add_speedups(frame, ["dataset"])  # the best baseline per dataset, intervals and verdicts
+    return frame[[*COLUMNS, *INTERVAL_COLUMNS, "samples_s"]]
 
 
 def _ordered(frame: pd.DataFrame, dataset_order: Sequence[str]) -> list[str]:
@@ -132,7 +127,8 @@ def speedup_summary(frame: pd.DataFrame, dataset_order: Sequence[str]) -> pd.Dat
                          "sparsetir ms": number_cell(row["median_ms"], 3),
                          "best baseline": row["best_baseline"] if isinstance(row["best_baseline"], str) else "—",
                          "baseline ms": number_cell(row["best_baseline_ms"], 3),
-                         "speedup (median)": number_cell(row["speedup_vs_best_baseline"]),
+                         "speedup (median, 90% interval)": speedup_cell(row_interval(row), row["status"]),
+                         "verdict": row["speedup_vs_best_baseline_verdict"],
                          "speedup (mean)": number_cell(row["speedup_vs_best_baseline_mean"]),
                          "% FMA": number_cell(row["pct_fma"], 1),
                          "% memory bound": number_cell(row["pct_memory_bound"], 1),
@@ -142,7 +138,8 @@ def speedup_summary(frame: pd.DataFrame, dataset_order: Sequence[str]) -> pd.Dat
         rows += mine
         if mine:
             rows.append({"sparsetir": contender, "dataset": "geomean", "sparsetir ms": "", "best baseline": "",
-                         "baseline ms": "", "speedup (median)": number_cell(geomean(r["_speedup"] for r in mine)),
+                         "baseline ms": "", "speedup (median, 90% interval)": number_cell(geomean(r["_speedup"] for r in mine)),
+                         "verdict": "",
                          "speedup (mean)": number_cell(geomean(r["_mean"] for r in mine)), "% FMA": "",
                          "% memory bound": "", "sparsetir MiB": "",
                          "best baseline MiB": "", "lowest baseline MiB": ""})
@@ -218,6 +215,13 @@ def markdown_report(frame: pd.DataFrame, dataset_order: Sequence[str] = ()) -> s
         "memory: highest RSS during inference minus the RSS with the inputs built, each contender in a fresh "
         "process (sparsetir/bench/memory.py).",
         "",
+        "## Headline",
+        "",
+        "Per sparsetir contender: the geometric mean of its speedups over the best baseline with its 90% bootstrap "
+        "interval over the interleaved rounds, and its wins / ties / losses (a tie: the interval straddles 1).",
+        "",
+        _markdown(headline_table(frame, ["dataset"])),
+        "",
         "## ms per inference (median)",
         "",
         _markdown(wide(frame, "median_ms", dataset_order, 3)),
@@ -261,7 +265,7 @@ def write_tables(records: list[dict], csv: Path, md: Path, tex: Path, dataset_or
     from sparsetir.bench.report.summary import interference_paragraph
 
     frame = rgcn_frame(records)
-    write_text_atomic(csv, frame.to_csv(index=False))
+    write_text_atomic(csv, frame.drop(columns=["samples_s"]).to_csv(index=False))
     write_text_atomic(md, markdown_report(frame, dataset_order) + interference_paragraph(records))
     write_text_atomic(tex, latex_table(frame, dataset_order))
     return frame

@@ -1,6 +1,7 @@
 """Workflow step: the GraphSAGE training figures (seaborn), from ``sage/speedup.csv``.
 
-- ``epoch_time.png`` (and ``.svg``): ms per epoch per graph, one bar per contender, one panel per mode (log scale).
+- ``epoch_time.png`` (and ``.svg``): ms per epoch per graph, one bar per contender, one panel per mode (linear
+  axis from 0; graphs that did not train are named under it).
 - ``accuracy_vs_time.png`` (and ``.svg``): test accuracy (mean, with the standard deviation over seeds as error
   bars) against ms per epoch, for every contender on the labelled graphs.
 """
@@ -25,23 +26,12 @@ def _save(figure, path: Path) -> None:
 
 
 def epoch_time_figure(frame: pd.DataFrame, path: Path) -> None:
-    timed = frame[(frame["status"] == "ok") & np.isfinite(frame["ms_per_epoch"])]
-    if timed.empty:
-        _save(style.message_figure("sage: no contender was timed"), path)
-        return
-    style.apply_style()
-    modes = list(dict.fromkeys(timed["mode"]))
-    palette = {name: colour for name, (colour, _) in style.series_styles(timed["contender"]).items()}
-    figure, axes = plt.subplots(1, len(modes), figsize=(max(6, 2.2 * timed["dataset"].nunique() + 3) * len(modes), 4),
-                                squeeze=False)
-    for axis, mode in zip(axes[0], modes):
-        sns.barplot(data=timed[timed["mode"] == mode], x="dataset", y="ms_per_epoch", hue="contender", ax=axis,
-                    palette=palette)
-        axis.set_yscale("log")
-        style.plain_log_axis(axis, "y")
-        axis.set_title(f"{mode}: ms per epoch (lower is better)")
-        axis.set_xlabel("")
-    _save(figure, path)
+    """ms per epoch per graph and contender, one panel per mode, on a linear axis from 0."""
+    from sparsetir.bench.report.figures import time_figure
+
+    time_figure(frame, path, case=["mode", "dataset"], label=lambda row: str(row["dataset"]),
+                title="GraphSAGE training: ms per epoch (lower is better)", value="ms_per_epoch",
+                ylabel="ms per epoch (median over seeds)", panel="mode")
 
 
 def accuracy_figure(frame: pd.DataFrame, path: Path) -> None:

@@ -20,9 +20,11 @@ import numpy as np
 import pandas as pd
 
 from sparsetir.bench.report.intervals import geomean
+from sparsetir.bench.report.tables import headline_table, ratio_columns, row_interval, speedup_cell
 
 SPARSETIR_PREFIX = "sparsetir"
 BASELINE_PREFIXES = ("pyg-", "dgl")
+CASE = ["mode", "dataset"]
 
 
 def read_records(paths) -> list[dict]:
@@ -60,6 +62,9 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
             "test_acc_std": float(np.std(accuracies, ddof=1)) if len(accuracies) > 1 else math.nan,
             "epochs": (max(len(r) for r in ok["epoch_s"] if isinstance(r, list)) if "epoch_s" in ok and len(ok)
                        else math.nan),
+            # every seed's timed epochs in seed order (the seeds' rounds pair up across contenders)
+            "samples_s": [x for stats in ok.get("stats", pd.Series(dtype=object)) if isinstance(stats, dict)
+                          for x in stats.get("samples") or []],
             "loadavg_1min": float(np.mean([r["provenance"]["loadavg"][0] for r in group.to_dict("records")
                                            if r.get("provenance", {}).get("loadavg")])) if len(group) else math.nan,
         }
@@ -89,14 +94,15 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
             within.append(None)
     table["best_baseline"], table["best_baseline_ms"] = best_names, best_ms
     table["speedup_vs_best_baseline"], table["acc_within_pyg_std"] = speedups, within
+    ratio_columns(table, CASE, table["best_baseline"], table["speedup_vs_best_baseline"], "speedup_vs_best_baseline")
     return table
 
 
 def _time_cell(row) -> str:
     if row["status"] != "ok":
         return row["status"]
-    speedup = row["speedup_vs_best_baseline"]
-    return f"{row['ms_per_epoch']:.1f}" + (f" ({speedup:.2f}x)" if np.isfinite(speedup) else "")
+    speedup = row_interval(row, "speedup_vs_best_baseline")
+    return f"{row['ms_per_epoch']:.1f}" + (f" ({speedup_cell(speedup)})" if np.isfinite(speedup.value) else "")
 
 
 def _accuracy_cell(row) -> str:
@@ -163,6 +169,11 @@ def markdown(table: pd.DataFrame, targets: dict) -> str:
     load = table["loadavg_1min"].dropna() if "loadavg_1min" in table else pd.Series(dtype=float)
     if len(load):
         parts += [f"Load average (1 min) while the jobs ran: {load.min():.2f} to {load.max():.2f}.", ""]
+    if not table.empty and "speedup_vs_best_baseline_low" in table:
+        parts += ["## Headline", "", "Per sparsetir contender: the geometric mean of its speedups over the best of PyG "
+                  "and DGL with its 90% bootstrap interval over the timed epochs, and its wins / ties / losses (a "
+                  "tie: the interval straddles 1). Cells below: ms per epoch (speedup, 90% interval).", "",
+                  headline_table(table, CASE).to_markdown(index=False), ""]
     for mode in dict.fromkeys(table["mode"]):
         parts += [f"## {mode}: ms per epoch (speedup)", "", wide(table, mode, _time_cell).to_markdown(index=False), "",
                   f"## {mode}: test accuracy", "", wide(table, mode, _accuracy_cell).to_markdown(index=False), ""]
@@ -196,7 +207,7 @@ def write_tables(records: list[dict], targets: dict, csv: Path, md: Path, tex: P
     from sparsetir.bench.report.summary import interference_paragraph
 
     table = summary_frame(records)
-    write_text_atomic(csv, table.to_csv(index=False))
+    write_text_atomic(csv, table.drop(columns=["samples_s"], errors="ignore").to_csv(index=False))
     write_text_atomic(md, markdown(table, targets) + interference_paragraph(records))
     write_text_atomic(tex, latex(table))
     return table

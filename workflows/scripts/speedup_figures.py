@@ -2,7 +2,9 @@
 
 - ``speedup_bars.png`` (and ``.svg``): speedup over the reference per dataset, one bar per feature
   size, one panel per sparsetir contender (and device), all panels on one log2 y-range with
-  ``×`` ticks, bars growing from the 1× line, error bars from the 90% bootstrap interval, and
+  ``×`` ticks, bars growing from the 1× line (a bar beyond the axis marked at its edge with its
+  value), error bars from the 90% bootstrap interval, the datasets that did not run named under
+  the axes, and
   the geometric mean with its interval and the wins / ties / losses (from ``summary.json``) in
   each panel's title.
 - ``roofline.png`` (and ``.svg``): achieved bandwidth (min-bytes model, GB/s) against arithmetic
@@ -61,12 +63,18 @@ def bar_figure(frame: pd.DataFrame, path: Path, experiment: str = "", summary: d
         style.grouped_bars(axis, datasets, list(styles),
                            {k: r.speedup_vs_reference for k, r in key.items()},
                            {k: r.speedup_vs_reference_low for k, r in key.items()},
-                           {k: r.speedup_vs_reference_high for k, r in key.items()}, styles)
+                           {k: r.speedup_vs_reference_high for k, r in key.items()}, styles, limits=limits)
         style.speedup_axis(axis, limits, "speedup")
         first = mine.iloc[0]
         axis.set_title(f"{experiment} {panel}: {_headline_text(summary, first.contender, first.device, len(mine))}")
         axis.legend(title="feature size", fontsize="small", ncol=min(len(feats), 8), loc="upper right")
     figure.tight_layout()
+    from sparsetir.bench.report.figures import not_run_note
+
+    missing = frame[(frame["contender"] == "*") | ~frame["dataset"].isin(datasets)]
+    not_run_note(figure, [f"{d} F={f} ({r})" for d, f, r in
+                          missing[["dataset", "feat", "reason"]].drop_duplicates(["dataset", "feat"]).values
+                          if d not in datasets])
     return style.save_figure(figure, path)
 
 

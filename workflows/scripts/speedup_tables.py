@@ -27,6 +27,8 @@ import numpy as np
 import pandas as pd
 
 from sparsetir.bench.report.intervals import NAN, Interval, geomean_interval, ratio_interval, verdict_counts
+from sparsetir.bench.report.tables import row_interval
+from sparsetir.bench.report.tables import speedup_cell as _cell
 
 BEST_CPU = "best-cpu-library"
 CASE = ["device", "dataset", "feat"]
@@ -118,18 +120,6 @@ def geomean(values: pd.Series) -> float:
     """Geometric mean of the finite positive values (NaN when there are none)."""
     values = values[np.isfinite(values) & (values > 0)]
     return float(np.exp(np.log(values).mean())) if len(values) else math.nan
-
-
-def _cell(interval: Interval, status: str = "ok") -> str:
-    if status != "ok":
-        return status  # unavailable / failed / wrong: the reason is in the "Did not run" table
-    if not np.isfinite(interval.value):
-        return "n/a"  # timed, but its case has no reference
-    return interval.text() + (" tie" if interval.verdict == "tie" else "")
-
-
-def row_interval(row, column: str) -> Interval:
-    return Interval(row[column], row[f"{column}_low"], row[f"{column}_high"])
 
 
 def contender_geomean(frame: pd.DataFrame, column: str, contender: str) -> Interval:

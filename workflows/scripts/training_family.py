@@ -109,10 +109,11 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
             "setup_s": (r.get("times") or {}).get("setup_s") or math.nan,
             "first_epoch_s": r.get("first_epoch_s") if r.get("first_epoch_s") is not None else math.nan,
             "loadavg_1min": ((r.get("provenance") or {}).get("loadavg") or [math.nan])[0],
+            "samples_s": list(stats.get("samples") or []) if ok else [],
         })
     table = pd.DataFrame(rows, columns=["dataset", "contender", "status", "reason", "labelled", "ms_per_epoch",
                                         "p20_ms", "p80_ms", "test_acc", "peak_mib", "setup_s", "first_epoch_s",
-                                        "loadavg_1min"])
+                                        "loadavg_1min", "samples_s"])
     best, speedup, acc_diff, peak_ratio = [], [], [], []
     for _, row in table.iterrows():
         peers = table[(table["dataset"] == row["dataset"]) & (table["status"] == "ok")]
@@ -131,6 +132,10 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
                           else math.nan)
     table["best_baseline"], table["speedup_vs_best_baseline"] = best, speedup
     table["acc_diff_points"], table["peak_vs_pyg"] = acc_diff, peak_ratio
+    from sparsetir.bench.report.tables import ratio_columns
+
+    ratio_columns(table, ["dataset"], table["best_baseline"], table["speedup_vs_best_baseline"],
+                  "speedup_vs_best_baseline")
     return table
 
 
@@ -140,6 +145,7 @@ def _cell(value, digits: int, suffix: str = "") -> str:
 
 def markdown(table: pd.DataFrame, experiment: str, target: float | None) -> str:
     from sparsetir.bench.report.intervals import geomean
+    from sparsetir.bench.report.tables import headline_table, row_interval, speedup_cell
 
     title = TRAINERS[experiment][4]
     parts = [f"# {experiment}: {title} (ms per epoch; speedup over the best baseline)", ""]
@@ -155,7 +161,8 @@ def markdown(table: pd.DataFrame, experiment: str, target: float | None) -> str:
             "dataset": timed["dataset"], "contender": timed["contender"],
             "ms/epoch (p20–p80)": [f"{m:.1f} ({a:.1f}–{b:.1f})" for m, a, b in
                                     zip(timed["ms_per_epoch"], timed["p20_ms"], timed["p80_ms"])],
-            "speedup": [_cell(v, 2, "x") for v in timed["speedup_vs_best_baseline"]],
+            "speedup (90% interval)": [speedup_cell(row_interval(row)) for _, row in timed.iterrows()],
+            "verdict": timed["speedup_vs_best_baseline_verdict"],
             "test acc": [_cell(v, 3) if lab else "time only" for v, lab in zip(timed["test_acc"], timed["labelled"])],
             "acc − best (points)": [_cell(v, 1) for v in timed["acc_diff_points"]],
             "peak MiB (vs PyG)": [_cell(p, 1) + (f" ({r:.2f}x)" if np.isfinite(r) else "")
@@ -163,7 +170,10 @@ def markdown(table: pd.DataFrame, experiment: str, target: float | None) -> str:
             "set-up s": [_cell(v, 2) for v in timed["setup_s"]],
             "first epoch s": [_cell(v, 2) for v in timed["first_epoch_s"]],
         })
-        parts += [shown.to_markdown(index=False), ""]
+        parts += ["## Headline", "", "Per sparsetir contender: the geometric mean of its speedups over the best "
+                  "baseline with its 90% bootstrap interval over the timed epochs, and its wins / ties / losses (a "
+                  "tie: the interval straddles 1).", "", headline_table(table, ["dataset"]).to_markdown(index=False),
+                  "", "## Per graph", "", shown.to_markdown(index=False), ""]
         lines = []
         for contender in dict.fromkeys(timed["contender"]):
             if _is_baseline(contender):
@@ -193,7 +203,7 @@ def tables(*, records_paths, experiment: str, target, csv: Path, md: Path, tex: 
     for path in records_paths:
         records += json.loads(Path(path).read_text())
     table = summary_frame(records)
-    write_text_atomic(csv, table.to_csv(index=False))
+    write_text_atomic(csv, table.drop(columns=["samples_s"]).to_csv(index=False))
     write_text_atomic(md, markdown(table, experiment, target) + interference_paragraph(records))
     columns = ["dataset", "contender", "ms_per_epoch", "speedup_vs_best_baseline", "test_acc", "peak_mib"]
     write_text_atomic(tex, table[table["status"] == "ok"][columns].round(3).to_latex(index=False, escape=True,
@@ -203,27 +213,12 @@ def tables(*, records_paths, experiment: str, target, csv: Path, md: Path, tex: 
 
 # ------------------------------------------------------------------------------------------ figures
 def epoch_time_figure(frame: pd.DataFrame, experiment: str, path: Path) -> None:
-    import matplotlib
+    """ms per epoch per graph and contender on a linear axis from 0 (p20–p80 error bars)."""
+    from sparsetir.bench.report.figures import time_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from sparsetir.bench.report import style
-
-    timed = frame[(frame["status"] == "ok") & np.isfinite(frame["ms_per_epoch"])]
-    if timed.empty:
-        style.save_figure(style.message_figure(f"{experiment}: no contender was timed"), path)
-        return
-    style.apply_style()
-    palette = {name: colour for name, (colour, _) in style.series_styles(timed["contender"]).items()}
-    figure, axis = plt.subplots(figsize=(max(6, 2.2 * timed["dataset"].nunique() + 3), 4))
-    sns.barplot(data=timed, x="dataset", y="ms_per_epoch", hue="contender", ax=axis, palette=palette)
-    axis.set_yscale("log")
-    style.plain_log_axis(axis, "y")
-    axis.set_title(f"{TRAINERS[experiment][4]}: ms per epoch (lower is better)")
-    axis.set_xlabel("")
-    style.save_figure(figure, path)
+    time_figure(frame, path, case=["dataset"], label=lambda row: str(row["dataset"]),
+                title=f"{TRAINERS[experiment][4]}: ms per epoch (lower is better)", value="ms_per_epoch",
+                ylabel="ms per epoch (median)", low="p20_ms", high="p80_ms")
 
 
 if "snakemake" in globals():

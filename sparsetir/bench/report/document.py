@@ -5,7 +5,7 @@ repeated; contaminated cases). For each experiment (op or family): the headline 
 mean with its interval over the baseline it is judged against, wins / ties / losses) with the
 experiment's own account under it, the per-case table (with each case's flagged and run rounds,
 CONTAMINATED where the flagged rounds passed the repeat bound), its figures with
-a caption (machine, threads, dtype, what 1× means, the timing method) and links to its full
+the section's caption once (machine, threads, dtype, what 1× means, the timing method) and links to its full
 tables. Then a **Pending** section, every row that could not run and why (no GPU, a dataset no
 route provides, a baseline that is not installable, an experiment not implemented), and the
 **Provenance** of the run (versions, CPU model and flags, threads, clock source, flush size,
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from ..records import write_text_atomic
-from .summary import interference_text, read_summary, total_interference
+from .summary import caption_text, interference_text, read_summary, total_interference
 
 CPU_FLAGS_OF_INTEREST = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
                          "avx512_fp16", "amx_tile")
@@ -95,12 +95,6 @@ def _html_table(columns: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def caption_text(summary: dict) -> str:
-    caption = summary["caption"]
-    return (f"Machine: {caption.get('machine', '?')}; threads: {caption.get('threads', '?')}; dtype: "
-            f"{caption.get('dtype', '?')}. 1× is {caption.get('one_x', '?')}. Timing: {caption.get('timing', '?')}.")
-
-
 def provenance(results: Path, config_hash: str | None) -> dict:
     """What the run was made on and with (read now, on the machine that renders the report)."""
     info = {"generated_by": "sparsetir.bench.report.document", "python": platform.python_version(),
@@ -162,11 +156,11 @@ def render(results: Path, summaries: list[dict], *, config_hash: str | None = No
                  f"<p>{html.escape(rounds)}</p>", f"<p class='caption'>{html.escape(caption_text(summary))}</p>"]
         for figure in summary["figures"]:
             path = f"{name}/{figure}"
-            md += [f"![{name} {Path(figure).stem}]({path})", f"*{caption_text(summary)}*", ""]
+            md += [f"![{name} {Path(figure).stem}]({path})", ""]  # the section's caption, above, holds for it
             svg = str(Path(path).with_suffix(".svg"))
             shown = svg if (results / svg).exists() else path
             body += [f"<figure><img src='{html.escape(shown)}' alt='{html.escape(Path(figure).stem)}'>"
-                     f"<figcaption>{html.escape(caption_text(summary))}</figcaption></figure>"]
+                     f"<figcaption>{html.escape(Path(figure).stem)}</figcaption></figure>"]
         if summary["cases"]:
             md += ["### Per case", "", _markdown_table(CASE_COLUMNS, case_rows(summary)), ""]
             body += ["<h3>Per case</h3>", _html_table(CASE_COLUMNS, case_rows(summary))]

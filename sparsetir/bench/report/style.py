@@ -43,7 +43,7 @@ def series_styles(names: Iterable[str]) -> dict[str, tuple]:
     return styles
 
 
-MIN_SPEEDUP, MAX_SPEEDUP = 1 / 16, 256.0  # the widest y-range; longer error bars are clipped at its edge
+MIN_SPEEDUP, MAX_SPEEDUP = 1 / 16, 256.0  # the widest y-range; a bar beyond it is marked at its edge
 
 
 def speedup_limits(values: Iterable[float], *, floor: float = 0.5, ceiling: float = 2.0) -> tuple[float, float]:
@@ -87,29 +87,47 @@ def speedup_axis(axis, limits: tuple[float, float], label: str) -> None:
 
 
 def grouped_bars(axis, groups: Sequence[str], series: Sequence[str], values: dict, low: dict | None = None,
-                 high: dict | None = None, styles: dict | None = None) -> None:
-    """Bars from 1× per ``(group, series)`` (``values[(group, series)]``), with interval error bars
-    where ``low``/``high`` give them; missing pairs leave a gap."""
+                 high: dict | None = None, styles: dict | None = None, limits: tuple[float, float] | None = None,
+                 base: float = 1.0) -> None:
+    """Bars from ``base`` (1× on a speedup axis, 0 on a time axis) per ``(group, series)``
+    (``values[(group, series)]``), with interval error bars where ``low``/``high`` give them; missing
+    pairs leave a gap. With ``limits``, a bar beyond the axis is drawn to its edge and marked there
+    with a triangle and its value, never cut off silently."""
     styles = styles or series_styles(series)
     width = 0.8 / max(len(series), 1)
     for s_index, name in enumerate(series):
-        xs, heights, errors = [], [], [[], []]
+        xs, heights, errors, clipped = [], [], [[], []], []
         for g_index, group in enumerate(groups):
             value = values.get((group, name))
-            if value is None or not math.isfinite(value) or value <= 0:
+            if value is None or not math.isfinite(value) or (base > 0 and value <= 0):
                 continue
-            xs.append(g_index - 0.4 + width * (s_index + 0.5))
-            heights.append(value)
+            x = g_index - 0.4 + width * (s_index + 0.5)
             lo = (low or {}).get((group, name), value)
             hi = (high or {}).get((group, name), value)
+            if limits is not None and not limits[0] <= value <= limits[1]:
+                clipped.append((x, value))
+                value = min(max(value, limits[0]), limits[1])
+                lo = hi = value
+            xs.append(x)
+            heights.append(value)
             errors[0].append(max(value - lo, 0.0) if math.isfinite(lo) else 0.0)
             errors[1].append(max(hi - value, 0.0) if math.isfinite(hi) else 0.0)
+            if limits is not None:  # an error bar past the axis edge stops at it
+                errors[1][-1] = min(errors[1][-1], limits[1] - value)
+                errors[0][-1] = min(errors[0][-1], value - limits[0])
         colour = styles[name][0]
-        # bars grow from the 1x line: up for a speedup, down for a slowdown
-        axis.bar(xs, [h - 1.0 for h in heights], width=width * 0.95, color=colour, label=str(name), bottom=1.0,
+        # bars grow from the base line: up for a speedup, down for a slowdown
+        axis.bar(xs, [h - base for h in heights], width=width * 0.95, color=colour, label=str(name), bottom=base,
                  zorder=2)
         if low is not None and xs:
             axis.errorbar(xs, heights, yerr=errors, fmt="none", ecolor="black", elinewidth=0.8, capsize=2, zorder=3)
+        for x, value in clipped:
+            edge = limits[1] if value > limits[1] else limits[0]
+            axis.plot([x], [edge], marker="^" if value > limits[1] else "v", color="black", markersize=6,
+                      zorder=4, clip_on=False)
+            axis.annotate(f"{value:.3g}×" if base == 1.0 else f"{value:.3g}", (x, edge), fontsize="x-small",
+                          xytext=(0, 6 if value > limits[1] else -10), textcoords="offset points", ha="center",
+                          annotation_clip=False)
     axis.set_xticks(range(len(groups)))
     axis.set_xticklabels(groups, rotation=30, ha="right")
 

@@ -200,13 +200,15 @@ def default_case_label(key: tuple) -> str:
 def caption_from_records(records: list[dict], versus: str) -> dict:
     """Machine, threads, dtype, what 1× means and the timing method, from the records' provenance."""
     timed = [r for r in records if r.get("status") == "ok"] or records
-    provenance = (timed[0].get("provenance") if timed else None) or {}
-    timing = provenance.get("timing")
-    if timing:
-        rounds = (f"median of {timing.get('samples', '?')} interleaved rounds (at least {timing.get('min_samples', '?')}, "
-                  f"at most {timing.get('max_time_s', '?')} s)")
-    else:  # timed by its own loop (e.g. training epochs): the records say how many samples each has
-        counts = sorted({(r.get("stats") or {}).get("n") for r in timed} - {None})
+    provenance = next((r["provenance"] for r in timed if r.get("provenance")), {})
+    timing = provenance.get("timing") or {}
+    counts = sorted({(r.get("stats") or {}).get("n") for r in timed} - {None})
+    if timing.get("samples") is not None:
+        bounds = [f"at least {timing['min_samples']}" if timing.get("min_samples") is not None else None,
+                  f"at most {timing['max_time_s']} s" if timing.get("max_time_s") is not None else None]
+        bounds = ", ".join(b for b in bounds if b)
+        rounds = f"median of {timing['samples']} interleaved rounds" + (f" ({bounds})" if bounds else "")
+    else:  # timed by its own loop (e.g. training epochs), or no policy recorded: the records' sample counts
         rounds = (f"median of {counts[0]}" if len(counts) == 1 else
                   f"median of {counts[0]}-{counts[-1]}" if counts else "median of the") + " interleaved rounds"
     method = (rounds + ", "
@@ -214,10 +216,26 @@ def caption_from_records(records: list[dict], versus: str) -> dict:
               + f", {provenance.get('timer', 'perf_counter')}; intervals: 90% bootstrap over the rounds")
     threads = provenance.get("threads") or (provenance.get("env") or {}).get("TVM_NUM_THREADS") or \
         provenance.get("torch_threads") or provenance.get("usable_cpus")
-    return {"machine": f"{provenance.get('cpu_model', '?')}, {provenance.get('usable_cpus', '?')} usable cores",
+    machine = ", ".join(part for part in (provenance.get("cpu_model"), f"{provenance['usable_cpus']} usable cores"
+                                          if provenance.get("usable_cpus") else None) if part)
+    return {"machine": machine or None,
             "threads": threads, "dtype": timed[0].get("dtype", "float32") if timed else "float32",
             "one_x": f"the median time of {versus}", "timing": method,
             "versions": provenance.get("versions", {}), "host": provenance.get("host")}
+
+
+def caption_text(summary: dict) -> str:
+    """The caption in words (machine, threads, dtype, what 1× is, the timing method); a field the records
+    did not carry is left out rather than shown as ``?``."""
+    caption = summary["caption"]
+    parts = [f"{label}: {caption[key]}" for key, label in (("machine", "Machine"), ("threads", "threads"),
+                                                            ("dtype", "dtype")) if caption.get(key) not in (None, "")]
+    text = "; ".join(parts) + "." if parts else ""
+    if caption.get("one_x"):
+        text += f" 1× is {caption['one_x']}."
+    if caption.get("timing"):
+        text += f" Timing: {caption['timing']}."
+    return text.strip()
 
 
 def summary_from_records(records: list[dict], experiment: str, title: str, *, judged: str = "sparsetir",

@@ -1,0 +1,152 @@
+"""One speedup path for every experiment family: ratios of medians, their intervals, verdicts, headline.
+
+A family's long table (``speedup.csv``) is one row per (case, contender); :func:`add_speedups` adds,
+per row,
+
+- ``<versus>`` / ``<versus>_ms`` / ``<versus>_mean_ms``: the contender each speedup is over (the
+  fastest timed reference of the case, by median) and its times;
+- ``<column>`` (> 1: faster than that reference) and ``<column>_mean`` (from the means);
+- ``<column>_low`` / ``<column>_high``: the 90% bootstrap interval of the ratio of medians over the
+  interleaved rounds (``intervals.ratio_interval``), and ``<column>_verdict``: ``win`` (the interval
+  lies above 1), ``loss`` (below), ``tie`` (it straddles 1) or ``n/a``.
+
+:func:`ratio_columns` does the same over a reference a family names (attention's SDPA with the mask),
+:func:`headline_table` gives per sparsetir contender the geometric mean with its interval and the
+wins / ties / losses, :func:`speedup_cell` the cell text ``1.56× (1.41–1.70)`` (`` tie`` where the
+interval straddles 1). The tables of rgcn, conv, attention, sage, the training families and
+spmm/sddmm (``workflows/scripts/*_tables.py``) all use them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .intervals import NAN, Interval, geomean_interval, ratio_interval, verdict_counts
+
+SPARSETIR = "sparsetir"
+ALL = "*"  # the contender of a record that stands for a whole case that could not run
+SPEEDUP = "speedup_vs_best_baseline"
+
+
+def _key(values) -> tuple:
+    return tuple("" if isinstance(v, float) and math.isnan(v) else v for v in values)
+
+
+def best_of(frame: pd.DataFrame, case: Sequence[str], pool: pd.Series, versus: str = "best_baseline"
+            ) -> pd.DataFrame:
+    """Per case, the fastest (by median) timed row among ``pool``: ``versus``, ``<versus>_ms``, ``<versus>_mean_ms``."""
+    timed = frame[pool & (frame["status"] == "ok") & frame["median_ms"].notna()]
+    columns = [*case, versus, f"{versus}_ms", f"{versus}_mean_ms"]
+    if timed.empty:
+        return pd.DataFrame({c: pd.Series(dtype=frame[c].dtype if c in frame else float) for c in columns})
+    best = timed.loc[timed.groupby(list(case), sort=False, dropna=False)["median_ms"].idxmin(),
+                     [*case, "contender", "median_ms", "mean_ms"]]
+    return best.rename(columns={"contender": versus, "median_ms": f"{versus}_ms", "mean_ms": f"{versus}_mean_ms"})
+
+
+def samples_by_case(frame: pd.DataFrame, case: Sequence[str]) -> dict:
+    """``(case..., contender) -> timing samples`` of the timed rows."""
+    timed = frame[frame["status"] == "ok"]
+    return {(*_key(row[:-2]), row[-2]): row[-1]
+            for row in timed[[*case, "contender", "samples_s"]].itertuples(index=False)}
+
+
+def ratio_columns(frame: pd.DataFrame, case: Sequence[str], against: pd.Series, value: pd.Series, column: str,
+                  samples: dict | None = None) -> None:
+    """``column`` (= ``value``), ``_low``, ``_high`` and ``_verdict`` of every row over the contender ``against``
+    names (the interval from both rows' samples; held to contain the value)."""
+    samples = samples_by_case(frame, case) if samples is None else samples
+    intervals = []
+    for (_, row), reference, point in zip(frame.iterrows(), against, value):
+        if row["status"] != "ok" or not isinstance(reference, str) or not np.isfinite(point):
+            intervals.append(NAN if not np.isfinite(point) else Interval(float(point), math.nan, math.nan))
+            continue
+        found = ratio_interval(samples.get((*_key(row[list(case)]), reference)), row["samples_s"])
+        low, high = found.low, found.high
+        if math.isfinite(low) and math.isfinite(high):
+            low, high = min(low, point), max(high, point)
+        intervals.append(Interval(float(point), low, high))
+    frame[column] = [i.value for i in intervals]
+    frame[f"{column}_low"] = [i.low for i in intervals]
+    frame[f"{column}_high"] = [i.high for i in intervals]
+    frame[f"{column}_verdict"] = [i.verdict for i in intervals]
+
+
+def add_speedups(frame: pd.DataFrame, case: Sequence[str], pool: pd.Series | None = None, *,
+                 versus: str = "best_baseline", column: str = SPEEDUP) -> pd.DataFrame:
+    """Each row's speedup over the fastest timed row of ``pool`` (default: the baselines) in its case, with
+    the mean-based ratio, the interval and the verdict (the module docstring)."""
+    pool = frame["kind"] == "baseline" if pool is None else pool
+    frame = frame.merge(best_of(frame, case, pool, versus), on=list(case), how="left")
+    reference_ms = pd.to_numeric(frame[f"{versus}_ms"], errors="coerce")
+    frame[f"{versus}_ms"] = reference_ms
+    frame[f"{versus}_mean_ms"] = pd.to_numeric(frame[f"{versus}_mean_ms"], errors="coerce")
+    ratio_columns(frame, case, frame[versus], reference_ms / frame["median_ms"], column)
+    frame[f"{column}_mean"] = frame[f"{versus}_mean_ms"] / frame["mean_ms"]
+    return frame
+
+
+def row_interval(row, column: str = SPEEDUP) -> Interval:
+    return Interval(row[column], row[f"{column}_low"], row[f"{column}_high"])
+
+
+def speedup_cell(interval: Interval, status: str = "ok") -> str:
+    """``1.56× (1.41–1.70)`` with `` tie`` where the interval straddles 1; the status where it did not run;
+    ``n/a`` where it ran but its case has no reference time."""
+    if status != "ok":
+        return status
+    if not np.isfinite(interval.value):
+        return "n/a"
+    return interval.text() + (" tie" if interval.verdict == "tie" else "")
+
+
+def contender_geomean(frame: pd.DataFrame, case: Sequence[str], column: str, contender: str, against: str,
+                      samples: dict | None = None) -> Interval:
+    """The geometric mean of ``column`` over the cases ``contender`` ran, with its bootstrap interval
+    (every case resampled at once: ``intervals.geomean_interval``)."""
+    samples = samples_by_case(frame, case) if samples is None else samples
+    mine = frame[(frame["contender"] == contender) & (frame["status"] == "ok") & np.isfinite(frame[column])]
+    pairs = [(samples.get((*_key(row[list(case)]), row[against])), row["samples_s"]) for _, row in mine.iterrows()]
+    return geomean_interval(pairs)
+
+
+def headline_table(frame: pd.DataFrame, case: Sequence[str], column: str = SPEEDUP, against: str = "best_baseline",
+                   prefix: str = SPARSETIR) -> pd.DataFrame:
+    """Per contender whose name starts with ``prefix``: geomean with interval, wins / ties / losses, cases."""
+    rows = []
+    samples = samples_by_case(frame, case)
+    for contender in dict.fromkeys(frame["contender"]):
+        if not str(contender).startswith(prefix):
+            continue
+        mine = frame[(frame["contender"] == contender) & (frame["status"] == "ok") & np.isfinite(frame[column])]
+        counts = verdict_counts([row_interval(row, column) for _, row in mine.iterrows()])
+        rows.append({"contender": contender,
+                     "geomean": contender_geomean(frame, case, column, contender, against, samples).text(),
+                     "wins": counts["win"], "ties": counts["tie"], "losses": counts["loss"], "cases": len(mine)})
+    return pd.DataFrame(rows, columns=["contender", "geomean", "wins", "ties", "losses", "cases"])
+
+
+def case_groups(frame: pd.DataFrame, case: Sequence[str], order: Mapping[str, Sequence] | None = None):
+    """``(key, rows)`` per case, in the order of ``order`` (column -> values first) then of appearance."""
+    keys = list(dict.fromkeys(_key(k) for k in frame[list(case)].itertuples(index=False)))
+    if order:
+        for column, values in order.items():
+            index = list(case).index(column)
+            rank = {value: i for i, value in enumerate(values)}
+            keys.sort(key=lambda key: rank.get(key[index], len(rank)))
+    table = frame.assign(_key=[_key(k) for k in frame[list(case)].itertuples(index=False)])
+    for key in keys:
+        yield key, table[table["_key"] == key].drop(columns="_key")
+
+
+def did_not_run(rows: pd.DataFrame) -> bool:
+    """The case could not run at all: its one row is the ``*`` row."""
+    return len(rows) == 1 and rows["contender"].iloc[0] == ALL
+
+
+#: the interval and verdict columns :func:`add_speedups` adds to a long table
+INTERVAL_COLUMNS = [f"{SPEEDUP}_{suffix}" for suffix in ("low", "high", "verdict")]
