@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from sparsetir.bench.report.figures import speedup_figure, time_figure
-from sparsetir.bench.report.tables import add_speedups, headline_table, ratio_columns, speedup_cell, row_interval
+from sparsetir.bench.report.tables import add_speedups, headline_table, ratio_columns, row_interval, speedup_cell
 
 
 def _row(dataset, contender, samples_ms, kind, status="ok", reason=None):
