@@ -35,6 +35,22 @@ def _label(row) -> str:
     return f"{scan}{'network' if row['case'] == 'network' else row['layer']}"
 
 
+def _panel(axis, data: pd.DataFrame, y: str, hue: str, ylabel: str, title: str, empty: str) -> None:
+    """Bars of ``y`` per case label on a linear axis from 0 (bar heights compare as the values do)."""
+    if data.empty:
+        axis.axis("off")
+        axis.text(0.5, 0.5, empty, ha="center", va="center")
+        return
+    sns.barplot(data=data, x="label", y=y, hue=hue, ax=axis)
+    axis.set_ylim(bottom=0)
+    axis.set_ylabel(ylabel)
+    axis.set_xlabel("")
+    axis.set_title(title)
+    axis.tick_params(axis="x", rotation=45)
+    for label in axis.get_xticklabels():
+        label.set_horizontalalignment("right")
+
+
 def conv_figure(frame: pd.DataFrame, path: Path) -> None:
     """Speedups per case and map-building times (see the module docstring)."""
     frame = frame.copy()
@@ -43,31 +59,13 @@ def conv_figure(frame: pd.DataFrame, path: Path) -> None:
     maps = frame[(frame["case"] == "layer") & frame["map_library"].notna() & frame["map_ms"].notna()]
     maps = maps.drop_duplicates(subset=["label", "map_library"])
     figure, axes = plt.subplots(1, 2, figsize=(max(10, 0.9 * frame["label"].nunique() + 6), 4.4))
-    if ours.empty:
-        axes[0].axis("off")
-        axes[0].text(0.5, 0.5, "no sparsetir contender was timed against a baseline", ha="center", va="center")
-    else:
-        sns.barplot(data=ours, x="label", y="speedup_vs_best_baseline", hue="contender", ax=axes[0])
+    _panel(axes[0], ours, "speedup_vs_best_baseline", "contender", "speedup over the best baseline (median)",
+           "sparse conv: sparsetir over spconv / torch", "no sparsetir contender was timed against a baseline")
+    if not ours.empty:
         axes[0].axhline(1.0, color="black", linewidth=0.8)
         axes[0].axhline(1.5, color="tab:red", linewidth=0.8, linestyle="--", label="target 1.5x")
-        axes[0].set_ylabel("speedup over the best baseline (median)")
-        axes[0].set_xlabel("")
-        axes[0].set_title("sparse conv: sparsetir over spconv / torch")
-        axes[0].tick_params(axis="x", rotation=45)
-        for label in axes[0].get_xticklabels():
-            label.set_horizontalalignment("right")
-    if maps.empty:
-        axes[1].axis("off")
-        axes[1].text(0.5, 0.5, "no kernel map was timed", ha="center", va="center")
-    else:
-        sns.barplot(data=maps, x="label", y="map_ms", hue="map_library", ax=axes[1])
-        axes[1].set_ylim(bottom=0)  # a linear axis from 0: bar heights compare as the times do
-        axes[1].set_ylabel("kernel-map building, ms (median)")
-        axes[1].set_xlabel("")
-        axes[1].set_title("kernel maps: sparsetir against spconv's rules")
-        axes[1].tick_params(axis="x", rotation=45)
-        for label in axes[1].get_xticklabels():
-            label.set_horizontalalignment("right")
+    _panel(axes[1], maps, "map_ms", "map_library", "kernel-map building, ms (median)",
+           "kernel maps: sparsetir against spconv's rules", "no kernel map was timed")
     figure.tight_layout()
     from sparsetir.bench.report.figures import not_run_note
 

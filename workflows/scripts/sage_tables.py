@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from sparsetir.bench.report.intervals import geomean
-from sparsetir.bench.report.tables import headline_table, ratio_columns, row_interval, speedup_cell
+from sparsetir.bench.report.tables import headline_table, row_interval, speedup_cell, speedups_over_best
 
 SPARSETIR_PREFIX = "sparsetir"
 BASELINE_PREFIXES = ("pyg-", "dgl")
@@ -70,19 +70,10 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
         }
         rows.append(row)
     table = pd.DataFrame(rows)
-    best_names, best_ms, speedups, within = [], [], [], []
+    table = speedups_over_best(table, CASE, table["contender"].map(is_baseline), "ms_per_epoch")
+    within = []
     for _, row in table.iterrows():
         peers = table[(table["mode"] == row["mode"]) & (table["dataset"] == row["dataset"]) & (table["status"] == "ok")]
-        baselines = peers[peers["contender"].map(is_baseline)]
-        if baselines.empty or row["status"] != "ok":
-            best_names.append(None)
-            best_ms.append(math.nan)
-            speedups.append(math.nan)
-        else:
-            best = baselines.loc[baselines["ms_per_epoch"].idxmin()]
-            best_names.append(best["contender"])
-            best_ms.append(best["ms_per_epoch"])
-            speedups.append(best["ms_per_epoch"] / row["ms_per_epoch"])
         pyg = peers[peers["contender"].str.startswith("pyg-")]
         if (row["contender"].startswith(SPARSETIR_PREFIX) and row["labelled"] and not pyg.empty
                 and row["status"] == "ok"):
@@ -92,9 +83,7 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
                           if np.isfinite(std) else None)
         else:
             within.append(None)
-    table["best_baseline"], table["best_baseline_ms"] = best_names, best_ms
-    table["speedup_vs_best_baseline"], table["acc_within_pyg_std"] = speedups, within
-    ratio_columns(table, CASE, table["best_baseline"], table["speedup_vs_best_baseline"], "speedup_vs_best_baseline")
+    table.insert(table.columns.get_loc("speedup_vs_best_baseline") + 1, "acc_within_pyg_std", within)
     return table
 
 

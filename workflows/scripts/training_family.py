@@ -114,28 +114,17 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=["dataset", "contender", "status", "reason", "labelled", "ms_per_epoch",
                                         "p20_ms", "p80_ms", "test_acc", "peak_mib", "setup_s", "first_epoch_s",
                                         "loadavg_1min", "samples_s"])
-    best, speedup, acc_diff, peak_ratio = [], [], [], []
-    for _, row in table.iterrows():
-        peers = table[(table["dataset"] == row["dataset"]) & (table["status"] == "ok")]
-        baselines = peers[peers["contender"].map(_is_baseline)]
-        pyg = baselines[baselines["contender"].str.startswith("pyg-")]
-        if baselines.empty or row["status"] != "ok":
-            best.append(None)
-            speedup.append(math.nan)
-            acc_diff.append(math.nan)
-        else:
-            fastest = baselines.loc[baselines["ms_per_epoch"].idxmin()]
-            best.append(fastest["contender"])
-            speedup.append(fastest["ms_per_epoch"] / row["ms_per_epoch"])
-            acc_diff.append((row["test_acc"] - fastest["test_acc"]) * 100 if row["labelled"] else math.nan)
-        peak_ratio.append(row["peak_mib"] / pyg["peak_mib"].min() if not pyg.empty and row["status"] == "ok"
-                          else math.nan)
-    table["best_baseline"], table["speedup_vs_best_baseline"] = best, speedup
-    table["acc_diff_points"], table["peak_vs_pyg"] = acc_diff, peak_ratio
-    from sparsetir.bench.report.tables import ratio_columns
+    from sparsetir.bench.report.tables import speedups_over_best
 
-    ratio_columns(table, ["dataset"], table["best_baseline"], table["speedup_vs_best_baseline"],
-                  "speedup_vs_best_baseline")
+    table = speedups_over_best(table, ["dataset"], table["contender"].map(_is_baseline), "ms_per_epoch")
+    accuracy = table.set_index(["dataset", "contender"])["test_acc"]
+    best_acc = [accuracy.get((d, b), math.nan) if isinstance(b, str) else math.nan
+                for d, b in zip(table["dataset"], table["best_baseline"])]
+    table["acc_diff_points"] = [(acc - best) * 100 if labelled else math.nan
+                                for acc, best, labelled in zip(table["test_acc"], best_acc, table["labelled"])]
+    pyg = table[(table["status"] == "ok") & table["contender"].str.startswith("pyg-")].groupby("dataset")["peak_mib"].min()
+    table["peak_vs_pyg"] = [peak / pyg.get(d, math.nan) if status == "ok" else math.nan
+                            for d, peak, status in zip(table["dataset"], table["peak_mib"], table["status"])]
     return table
 
 

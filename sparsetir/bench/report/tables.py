@@ -36,16 +36,31 @@ def _key(values) -> tuple:
     return tuple("" if isinstance(v, float) and math.isnan(v) else v for v in values)
 
 
-def best_of(frame: pd.DataFrame, case: Sequence[str], pool: pd.Series, versus: str = "best_baseline"
-            ) -> pd.DataFrame:
-    """Per case, the fastest (by median) timed row among ``pool``: ``versus``, ``<versus>_ms``, ``<versus>_mean_ms``."""
-    timed = frame[pool & (frame["status"] == "ok") & frame["median_ms"].notna()]
-    columns = [*case, versus, f"{versus}_ms", f"{versus}_mean_ms"]
+def best_of(frame: pd.DataFrame, case: Sequence[str], pool: pd.Series, versus: str = "best_baseline",
+            time: str = "median_ms") -> pd.DataFrame:
+    """Per case, the fastest (by ``time``) timed row among ``pool``: ``versus``, ``<versus>_ms`` and, where the
+    frame has means, ``<versus>_mean_ms``."""
+    timed = frame[pool & (frame["status"] == "ok") & frame[time].notna()]
+    means = ["mean_ms"] if "mean_ms" in frame else []
+    renamed = {"contender": versus, time: f"{versus}_ms", **({"mean_ms": f"{versus}_mean_ms"} if means else {})}
     if timed.empty:
-        return pd.DataFrame({c: pd.Series(dtype=frame[c].dtype if c in frame else float) for c in columns})
-    best = timed.loc[timed.groupby(list(case), sort=False, dropna=False)["median_ms"].idxmin(),
-                     [*case, "contender", "median_ms", "mean_ms"]]
-    return best.rename(columns={"contender": versus, "median_ms": f"{versus}_ms", "mean_ms": f"{versus}_mean_ms"})
+        return pd.DataFrame({c: pd.Series(dtype=frame[c].dtype if c in frame else float)
+                             for c in [*case, *renamed.values()]})
+    best = timed.loc[timed.groupby(list(case), sort=False, dropna=False)[time].idxmin(),
+                     [*case, "contender", time, *means]]
+    return best.rename(columns=renamed)
+
+
+def speedups_over_best(frame: pd.DataFrame, case: Sequence[str], pool: pd.Series, time: str,
+                       column: str = SPEEDUP, versus: str = "best_baseline") -> pd.DataFrame:
+    """Each timed row's ``time`` speedup over the fastest of ``pool`` in its case (``versus``, ``<versus>_ms``,
+    ``column``; none for a row that did not run), with its interval and verdict (:func:`ratio_columns`)."""
+    frame = frame.merge(best_of(frame, case, pool, versus, time), on=list(case), how="left")
+    failed = frame["status"] != "ok"
+    frame[versus] = frame[versus].where(~failed, None)
+    frame[f"{versus}_ms"] = pd.to_numeric(frame[f"{versus}_ms"], errors="coerce").where(~failed)
+    ratio_columns(frame, case, frame[versus], frame[f"{versus}_ms"] / frame[time], column)
+    return frame
 
 
 def samples_by_case(frame: pd.DataFrame, case: Sequence[str]) -> dict:
