@@ -27,12 +27,12 @@ import threading
 import weakref
 from collections import OrderedDict
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..ops.edge_softmax import edge_softmax_aggregate
+from ..runtime.edge_softmax import with_self_loops
 from .adjacency import as_adjacency
 from .sage import _is_sparse, _sparse_matmul
 
@@ -255,16 +255,7 @@ def _prepared(edge_index, num_sources: int, num_targets: int, add_loops: bool) -
 
 
 def _with_self_loops(indptr: Tensor, indices: Tensor, loops: int) -> tuple[Tensor, Tensor]:
-    """Every entry ``(i, i)`` removed, then one ``(i, i)`` for ``i < loops`` appended to its row."""
-    device = indptr.device
-    ptr, idx = indptr.cpu().numpy(), indices.cpu().numpy()
-    rows = np.repeat(np.arange(ptr.shape[0] - 1, dtype=np.int64), np.diff(ptr))
-    keep = idx != rows
-    rows, idx = rows[keep], idx[keep]
-    loop_ids = np.arange(loops, dtype=np.int64)
-    rows = np.concatenate([rows, loop_ids])
-    idx = np.concatenate([idx, loop_ids])
-    order = np.argsort(rows, kind="stable")  # each row's own entries first, its loop last (as PyG appends)
-    new_ptr = np.zeros(ptr.shape[0], dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=ptr.shape[0] - 1), out=new_ptr[1:])
-    return torch.from_numpy(new_ptr).to(device), torch.from_numpy(np.ascontiguousarray(idx[order])).to(device)
+    """Every entry ``(i, i)`` removed, then one ``(i, i)`` for ``i < loops`` appended to its row
+    (``runtime.edge_softmax.with_self_loops``, on the structure's device)."""
+    ptr, idx = with_self_loops(indptr.cpu().numpy(), indices.cpu().numpy(), loops)
+    return torch.from_numpy(ptr).to(indptr.device), torch.from_numpy(idx).to(indptr.device)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from typing import Optional
 
 import numpy as np
@@ -61,10 +62,13 @@ from ..ir import (
     where,
 )
 from ..ir import max as ir_max
+from ..runtime.edge_softmax import EdgeSoftmaxKernels, EdgeSoftmaxStructure, function_spec
+from ..runtime.edge_softmax import backward as runtime_backward
+from ..runtime.edge_softmax import forward as runtime_forward
 from . import torch_ops
 
 __all__ = ["edge_aggregate_function", "edge_softmax_aggregate", "edge_softmax_backward_function",
-           "edge_softmax_function", "edge_softmax_kernel"]
+           "edge_softmax_function", "edge_softmax_kernel", "edge_softmax_kernels"]
 
 TORCH_EXPORTS = ("edge_softmax_aggregate",)  # re-exported by sparsetir.ops (no OpSpec: CSR only, nothing to tune)
 DTYPES = ("float32", "float64")
@@ -194,6 +198,17 @@ def edge_softmax_kernel(kind: str, heads: int, feat: int, *, negative_slope: flo
         return _COMPILED[key]
 
 
+def edge_softmax_kernels(heads: int, feat: int, *, negative_slope: float = 0.2, dropout: bool = False,
+                         dtype: str = "float32", target="llvm") -> EdgeSoftmaxKernels:
+    """The three compiled functions of one key as a set that runs and exports without the compiler
+    (``runtime.edge_softmax``: ``export_kernels``, ``load_kernels``, ``edge_softmax_aggregate``)."""
+    options = {"negative_slope": float(negative_slope), "dropout": bool(dropout)}
+    functions = {kind: edge_softmax_kernel(kind, heads, feat, dtype=dtype, target=target,
+                                           **({} if kind == "aggregate" else options)) for kind in FUNCTIONS}
+    spec = function_spec("forward", heads, feat, dtype=dtype, **options)  # checks kind, casts the options
+    return EdgeSoftmaxKernels(functions, spec["heads"], spec["feat"], spec["negative_slope"], spec["dropout"], dtype)
+
+
 # ------------------------------------------------------------------------------------------ torch
 def _checks(indptr: Tensor, indices: Tensor, x: Tensor, a_src: Tensor, a_dst: Tensor, mask: Tensor | None,
             negative_slope: float) -> tuple[int, int, int]:
@@ -217,28 +232,36 @@ def _checks(indptr: Tensor, indices: Tensor, x: Tensor, a_src: Tensor, a_dst: Te
     return m, heads, int(x.shape[2])
 
 
-def _derived(record) -> dict:
+def _derived(record) -> EdgeSoftmaxStructure:
     """The structure as the kernels take it (int64 on its device) and its transpose, built once."""
     info = record.extras.get(_DERIVED)
     if info is None:
         matrix = record.matrix
         transposed, order = torch_ops._transposed(record)
-        device = record.device
-        info = {"indptr": torch.from_numpy(np.asarray(matrix.indptr, np.int64)).to(device),
-                "indices": torch.from_numpy(np.asarray(matrix.indices, np.int64)).to(device),
-                "t_indptr": torch.from_numpy(np.asarray(transposed.indptr, np.int64)).to(device),
-                "t_indices": torch.from_numpy(np.asarray(transposed.indices, np.int64)).to(device),
-                "order": order}
+        info = EdgeSoftmaxStructure.from_csr(matrix.indptr, matrix.indices, matrix.shape[1], record.device,
+                                             transposed=(transposed.indptr, transposed.indices, order.cpu()))
         record.extras[_DERIVED] = info
     return info
 
 
-def _run(kind: str, heads: int, feat: int, dtype: torch.dtype, device, target: str, structure: tuple, sizes: dict,
-         arrays: dict, **options) -> None:
-    function = edge_softmax_kernel(kind, heads, feat, dtype=str(dtype).replace("torch.", ""),
-                                   target=torch_ops._target_of(target, device), **options)
-    indptr, indices = structure
-    function.invoke({**arrays, "J_indptr": indptr, "J_indices": indices}, sizes)
+class _Compiled(Mapping):
+    """The op's functions of one key by kind, compiled on first use (``edge_softmax_kernel``): what
+    ``runtime.edge_softmax.forward``/``backward`` call."""
+
+    def __init__(self, heads: int, feat: int, dtype: torch.dtype, device, target: str, negative_slope: float,
+                 dropout: bool):
+        self.key = (heads, feat)
+        self.options = {"dtype": str(dtype).replace("torch.", ""), "target": torch_ops._target_of(target, device),
+                        "negative_slope": negative_slope, "dropout": dropout}
+
+    def __getitem__(self, kind: str):
+        return edge_softmax_kernel(kind, *self.key, **self.options)
+
+    def __iter__(self):
+        return iter(FUNCTIONS)
+
+    def __len__(self) -> int:
+        return len(FUNCTIONS)
 
 
 def _contiguous(*tensors):
@@ -249,22 +272,11 @@ def _contiguous(*tensors):
 def _edge_softmax_aggregate(indptr: Tensor, indices: Tensor, x: Tensor, a_src: Tensor, a_dst: Tensor,
                             mask: Optional[Tensor], negative_slope: float = 0.2,  # noqa: UP045 - torch.library's schema
                             target: str = "") -> tuple[Tensor, Tensor]:
-    m, heads, feat = _checks(indptr, indices, x, a_src, a_dst, mask, negative_slope)
-    n = int(x.shape[0])
-    record = torch_ops._structure(indptr, indices, n)
-    info = _derived(record)
+    _m, heads, feat = _checks(indptr, indices, x, a_src, a_dst, mask, negative_slope)
+    structure = _derived(torch_ops._structure(indptr, indices, int(x.shape[0])))
     x, a_src, a_dst, mask = _contiguous(x, a_src, a_dst, mask)
-    if indices.shape[0] == 0:  # no edges: every row is empty (and a kernel refuses zero-sized index arrays)
-        return x.new_zeros((m, heads, feat)), x.new_zeros((0, heads))
-    out = x.new_empty((m, heads, feat))
-    alpha = x.new_empty((indices.shape[0], heads))
-    arrays = {"X": x, "As": a_src, "Ad": a_dst, "P": alpha, "O": out}
-    if mask is not None:
-        arrays["Mk"] = mask
-    _run("forward", heads, feat, x.dtype, x.device, target, (info["indptr"], info["indices"]),
-         {"m": m, "n": n, "nnz": int(indices.shape[0])}, arrays, negative_slope=negative_slope,
-         dropout=mask is not None)
-    return out, alpha
+    functions = _Compiled(heads, feat, x.dtype, x.device, target, negative_slope, mask is not None)
+    return runtime_forward(functions, structure, x, a_src, a_dst, mask)
 
 
 @_edge_softmax_aggregate.register_fake
@@ -278,26 +290,11 @@ def _edge_softmax_aggregate_backward(indptr: Tensor, indices: Tensor, x: Tensor,
                                      mask: Optional[Tensor], out: Tensor, alpha: Tensor,  # noqa: UP045
                                      grad: Tensor, negative_slope: float = 0.2,
                                      target: str = "") -> tuple[Tensor, Tensor, Tensor]:
-    m, heads, feat = _checks(indptr, indices, x, a_src, a_dst, mask, negative_slope)
-    n, nnz = int(x.shape[0]), int(indices.shape[0])
-    if nnz == 0:
-        return torch.zeros_like(x), torch.zeros_like(a_src), x.new_zeros((m, heads))
-    info = _derived(torch_ops._structure(indptr, indices, n))
+    _m, heads, feat = _checks(indptr, indices, x, a_src, a_dst, mask, negative_slope)
+    structure = _derived(torch_ops._structure(indptr, indices, int(x.shape[0])))
     x, a_src, a_dst, mask, out, alpha, grad = _contiguous(x, a_src, a_dst, mask, out, alpha, grad.to(x.dtype))
-    d_scores, d_dst = x.new_empty((nnz, heads)), x.new_empty((m, heads))
-    arrays = {"dO": grad, "X": x, "O": out, "P": alpha, "As": a_src, "Ad": a_dst, "DZ": d_scores, "DAd": d_dst}
-    if mask is not None:
-        arrays["Mk"] = mask
-    _run("backward", heads, feat, x.dtype, x.device, target, (info["indptr"], info["indices"]),
-         {"m": m, "n": n, "nnz": nnz}, arrays, negative_slope=negative_slope, dropout=mask is not None)
-    weights = alpha if mask is None else alpha * mask
-    order = info["order"]
-    d_x, d_src = x.new_empty((n, heads, feat)), x.new_empty((n, heads))
-    _run("aggregate", heads, feat, x.dtype, x.device, target, (info["t_indptr"], info["t_indices"]),
-         {"m": n, "n": m, "nnz": nnz}, {"W": weights.index_select(0, order).contiguous(),
-                                       "Z": d_scores.index_select(0, order).contiguous(), "B": grad, "C": d_x,
-                                       "S": d_src})
-    return d_x, d_src, d_dst
+    functions = _Compiled(heads, feat, x.dtype, x.device, target, negative_slope, mask is not None)
+    return runtime_backward(functions, structure, x, a_src, a_dst, mask, out, alpha, grad)
 
 
 @_edge_softmax_aggregate_backward.register_fake

@@ -181,6 +181,7 @@ def check_schema(manifest: dict, where: str) -> None:
         "target": lambda v, f: _target(c, v, f),
         "versions": lambda v, f: _string_map(c, v, f),
         "fatbin": lambda v, f: c.strings(v, f),
+        "function": lambda v, f: _function(c, v, f),
     }
     if kernel_present:
         required["kernel"] = lambda v, f: _kernel(c, v, f, manifest.get("signature"))
@@ -284,6 +285,24 @@ def _kernel(c: _Check, value, field: str, signature) -> None:
 
     c.object(value, field, {"spec": spec, "sizes": sizes,
                             "nnz": lambda v, f: c.integer(v, f, allow_none=True)})
+
+
+#: An exported function of an op (``Kernel`` has ``kernel`` instead): op -> kind -> its option fields.
+FUNCTION_OPS = {"edge_softmax": {"forward": ("negative_slope", "dropout"), "backward": ("negative_slope", "dropout"),
+                                 "aggregate": ()}}
+
+
+def _function(c: _Check, value, field: str) -> None:
+    """``function``: which function of which op (``runtime.edge_softmax``), and its compile options."""
+    if not isinstance(value, dict):
+        c.fail(field, f"must be an object, got {type(value).__name__}")
+    op = c.string(value.get("op"), f"{field}.op", choices=tuple(FUNCTION_OPS))
+    kind = c.string(value.get("kind"), f"{field}.kind", choices=tuple(FUNCTION_OPS[op]))
+    checks = {"negative_slope": lambda v, f: _number(c, v, f), "dropout": c.boolean}
+    required = {"op": c.string, "kind": c.string, "heads": lambda v, f: c.integer(v, f, low=1),
+                "feat": lambda v, f: c.integer(v, f, low=1), "dtype": lambda v, f: c.string(v, f, choices=_DTYPES),
+                **{name: checks[name] for name in FUNCTION_OPS[op][kind]}}
+    c.object(value, field, required)
 
 
 def _number(c: _Check, value, field: str):
