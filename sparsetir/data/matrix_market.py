@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -34,9 +35,27 @@ def read_matrix_market(path: str | Path, *, max_nnz: int | None = None,
     stored = rows * cols if layout == "array" else entries * (1 if symmetry == "general" else 2)
     limits.entries(stored, str(path), "entries (after expanding symmetry)" if symmetry != "general" else "entries")
     try:
-        matrix = scipy.io.mmread(path)
+        matrix = scipy.io.mmread(_terminated(path))
     except (ValueError, OSError, IndexError, OverflowError) as err:
         raise ValueError(f"{path}: malformed Matrix Market file: {err}") from None
     if not sp.issparse(matrix):  # an "array" (dense) file
         matrix = sp.csr_matrix(np.asarray(matrix))
     return canonical_csr(matrix, pattern=(field == "pattern"))
+
+
+def _terminated(path: Path):
+    """``path`` itself when the file ends in a newline, else its bytes with one appended.
+
+    scipy's parser (fast_matrix_market) reads past the end of its buffer when the file's last token
+    is cut short (``3 2 2.0e`` or ``3 2 2x`` with no newline after it) and dies by SIGSEGV (issue
+    27's fuzz suite); a final newline ends every token inside the buffer. The file's size is already
+    within ``max_bytes``, so holding it once in memory is within the parser's limits."""
+    with open(path, "rb") as handle:
+        handle.seek(0, io.SEEK_END)
+        if handle.tell() == 0:
+            return path
+        handle.seek(-1, io.SEEK_END)
+        if handle.read(1) == b"\n":
+            return path
+        handle.seek(0)
+        return io.BytesIO(handle.read() + b"\n")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -299,6 +301,19 @@ def test_matrix_market_garbage(tmp_path):
     path.write_text("%%MatrixMarket matrix coordinate real general\n2 2 1\n1 x 1.0\n")
     with pytest.raises(ValueError, match="bad.mtx"):
         read_matrix_market(path)
+
+
+@pytest.mark.parametrize("last", ["3 2 2.0e", "3 2 2x", "3 2 8.0.", "3 2 2.0"])
+def test_matrix_market_with_a_cut_last_token_and_no_final_newline_does_not_crash(tmp_path, last):
+    # scipy's fast_matrix_market read past its buffer on these (SIGSEGV; issue 27's fuzz suite, data.parsers
+    # and others): run in a subprocess so a crash is a failure, not the end of the test run
+    path = tmp_path / "cut.mtx"
+    path.write_text(f"%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n{last}")
+    code = ("import sys\nfrom sparsetir.data import read_matrix_market\ntry:\n"
+            f"    print(read_matrix_market({str(path)!r}).nnz)\nexcept ValueError as error:\n    print('refused', error)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, (result.returncode, result.stderr[-500:])
+    assert result.stdout.strip() == "2" or result.stdout.startswith("refused") and "cut.mtx" in result.stdout
 
 
 # ---------------------------------------------------------------- npz without the adjacency
