@@ -29,7 +29,7 @@ import numpy as np
 from .. import hooks
 from ..formats import parse_format, registered_formats
 from ..formats.relational import read_relational_input
-from ..ir import IDENTITY, SparseBuffer, SparseFunction, cast, dense_fixed, sparse_iteration
+from ..ir import IDENTITY, SparseBuffer, SparseFunction, cast, dense_fixed, sparse_iteration, where
 from ..reference.rgms import RGMS_REFERENCE, rgms_flops_by_dataflow
 from ..runtime.kernel import Kernel
 from ..runtime.slot_layout import SlotLayout
@@ -204,13 +204,26 @@ def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, in
             j, l = role(it, axes.cols), it[-1]
             H[(*it[:2], l)] += cast(A[it[:3]] * X[j, l], H.dtype)
 
+        counted = []
+        if not outer[1].is_sparse:  # every (relation, row) pair is iterated, those with no edge too
+            # count each pair's edges, and multiply by W_r only where there is one: H = 0 times a non-finite
+            # W_r would put NaN in rows with no edge of relation r (docs/nan-semantics.md; issue 27's fuzz suite)
+            Hn = SparseBuffer("Hn" + axes.suffix, tuple(outer), H.dtype)
+
+            @sparse_iteration(loops, "SSR", name="count" + axes.suffix, accum_dtype=accum_dtype)
+            def count(*it):
+                Hn[it[:2]] += cast(1, H.dtype)
+
+            counted.append(count)
+
         @sparse_iteration([*outer, *features], "".join("S" if a is axes.rows else "R" for a in outer) + feature_kinds,
                           name="transform" + axes.suffix, atomic=axes.atomic, accum_dtype=accum_dtype, init=init)
         def multiply(*it):
             i, r, (k, l) = role(it, axes.rows), role(it, axes.relations), pick(it)
-            Y[i, k] += cast(H[(*it[:2], l)], dtype) * W[r, l, k]
+            product = cast(H[(*it[:2], l)], dtype) * W[r, l, k]
+            Y[i, k] += where(Hn[it[:2]] > 0, product, cast(0, dtype)) if counted else product
 
-        return [gather, multiply]
+        return [gather, *counted, multiply]
 
     @sparse_iteration([*loops, K], kinds + "S", name="aggregate" + axes.suffix, atomic=axes.atomic,
                       accum_dtype=accum_dtype, init=init)

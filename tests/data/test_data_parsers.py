@@ -305,8 +305,8 @@ def test_matrix_market_garbage(tmp_path):
 
 @pytest.mark.parametrize("last", ["3 2 2.0e", "3 2 2x", "3 2 8.0.", "3 2 2.0"])
 def test_matrix_market_with_a_cut_last_token_and_no_final_newline_does_not_crash(tmp_path, last):
-    # scipy's fast_matrix_market read past its buffer on these (SIGSEGV; issue 27's fuzz suite, data.parsers
-    # and others): run in a subprocess so a crash is a failure, not the end of the test run
+    # scipy's fast_matrix_market read past its buffer on these (SIGSEGV; found by issue 27's fuzz suite):
+    # run in a subprocess so a crash is a failure, not the end of the test run
     path = tmp_path / "cut.mtx"
     path.write_text(f"%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 1.0\n{last}")
     code = ("import sys\nfrom sparsetir.data import read_matrix_market\ntry:\n"

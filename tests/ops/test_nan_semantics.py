@@ -158,3 +158,37 @@ def test_rgms_propagates_nan_and_inf_to_exactly_the_rows_that_read_them(fmt):
     expected = rgms_reference(read_relational_input(adj), X, W).reference
     assert np.isnan(expected).any()
     same_non_finite(ops.rgms(adj, X, W, format=fmt), expected)
+
+
+@pytest.mark.parametrize("fmt", ["relcsr", "csf"])
+@pytest.mark.parametrize("dataflow", ["edge", "aggregate", "transform"])
+def test_rgms_nan_in_w_r_reaches_only_the_rows_with_an_edge_of_relation_r(fmt, dataflow):
+    # relcsr's aggregate dataflow multiplied every (relation, row) pair's H by W_r, an empty pair's 0 too, so a NaN
+    # in W_r reached every row (make fuzz, seed 0, cases 593 and 1144)
+    rng = np.random.default_rng(7)
+    adj = [sp.random(30, 30, density=0.05, format="csr", dtype=np.float32, random_state=s) for s in range(2)]
+    adj.append(sp.csr_matrix((30, 30), dtype=np.float32))  # a relation with no edge at all
+    X = rng.standard_normal((30, 4)).astype(np.float32)
+    W = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    W[0, 1, 2], W[2, 0, :] = np.nan, np.nan
+    expected = rgms_reference(read_relational_input(adj), X, W).reference
+    rows = np.diff(adj[0].indptr) > 0
+    assert 0 < rows.sum() < 30 and np.array_equal(np.isnan(expected).any(axis=1), rows)
+    same_non_finite(ops.rgms(adj, X, W, format=fmt, dataflow=dataflow), expected)
+
+
+@pytest.mark.parametrize("dataflow", ["edge", "aggregate", "transform"])
+def test_rgms_an_infinite_w_r_makes_the_same_rows_non_finite_in_every_dataflow(dataflow):
+    # the order of the sums is the dataflow's, so inf - inf may be NaN in one and inf in another
+    # (docs/nan-semantics.md); which outputs are non-finite is the same
+    rng = np.random.default_rng(8)
+    adj = [sp.random(30, 30, density=0.1, format="csr", dtype=np.float32, random_state=s + 10) for s in range(2)]
+    X = rng.standard_normal((30, 4)).astype(np.float32)
+    W = rng.standard_normal((2, 4, 3)).astype(np.float32)
+    W[1, 2, 0] = np.inf
+    expected = rgms_reference(read_relational_input(adj), X, W).reference
+    got = ops.rgms(adj, X, W, format="relcsr", dataflow=dataflow)
+    assert np.array_equal(np.isfinite(got), np.isfinite(expected))
+    assert not np.isfinite(expected[:, 0]).all() and np.isfinite(expected[:, 1:]).all()
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[finite], expected[finite], atol=1e-4, rtol=1e-4)
