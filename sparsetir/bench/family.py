@@ -288,6 +288,24 @@ class Family:
         record.update(self.record_fields(row, contender, **case))
         return record
 
+    # ------------------------------------------------------------ the workflow's case step
+
+    #: the op whose format registry checks the config's explicit ``sparsetir`` formats (None: no such check)
+    config_op: str | None = None
+
+    def check_config(self, section: Mapping) -> None:
+        """What the schema cannot check in the family's config section; ``ValueError`` names the problem."""
+
+    def workflow_unavailable(self, case: Mapping, settings: Mapping) -> list[dict] | None:
+        """The records of a case no data route provides, found before torch or TVM load (None: it can run)."""
+        return None
+
+    def workflow_case(self, case: Mapping, settings: Mapping, *, timing, device: str, seed: int, threads: int,
+                      say: Callable[[str], None]) -> list[dict]:
+        """Run one workflow case (``case``: the rule's case keywords, ``settings``: the config section,
+        ``timing``: the policy) with the threads already set; its records (``workflows/scripts/family_case.py``)."""
+        raise NotImplementedError(f"family {self.name!r} has no workflow case step")
+
     # ------------------------------------------------------------ the command line
 
     def add_arguments(self, parser) -> None:

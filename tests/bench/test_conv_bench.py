@@ -139,10 +139,10 @@ def test_layer_strings_clouds_and_the_command_line_are_checked(capsys):
 def test_bad_conv_settings_are_refused_before_any_job(change, message):
     sys.path.insert(0, str(SCRIPTS))
     import yaml
-    from conv_case import check_conv_config
+    from family_case import check_family_config
 
     settings = yaml.safe_load((SCRIPTS.parents[0] / "config" / "default.yaml").read_text())["conv"]
-    check_conv_config(dict(settings))
+    check_family_config("conv", dict(settings))
     change(settings)
     with pytest.raises(ValueError, match=message):
-        check_conv_config(settings)
+        check_family_config("conv", settings)

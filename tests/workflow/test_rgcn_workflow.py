@@ -9,7 +9,7 @@ import re
 import pandas as pd
 import pytest
 import yaml
-from rgcn_case import check_rgcn_config
+from family_case import check_family_config
 from rgcn_figures import inference_figure
 from rgcn_tables import markdown_report, rgcn_frame, target_lines, write_tables
 from workflow_runner import CONFIGS, run_snakemake
@@ -67,7 +67,7 @@ def test_bad_rgcn_settings_are_refused_before_any_job(change, message):
     settings = copy.deepcopy(DEFAULT["rgcn"])
     change(settings)
     with pytest.raises(ValueError, match=message):
-        check_rgcn_config(settings)
+        check_family_config("rgcn", settings)
 
 
 def test_a_bad_rgcn_baseline_stops_the_run_with_the_schema_message(tmp_path):

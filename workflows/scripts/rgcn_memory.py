@@ -1,6 +1,6 @@
 """Workflow step: the peak memory of every R-GCN contender that passed its check on one dataset.
 
-Reads the timed records (``rgcn_case.py``) and writes them again with ``record["memory"]``
+Reads the timed records (``family_case.py``) and writes them again with ``record["memory"]``
 filled in (``sparsetir.bench.memory.attach_memory``: a probe process builds the inputs, then
 forks one child per contender, ``memory_jobs`` at a time). The children use the timed run's
 thread count. The step itself times nothing, so it declares one thread and the memory steps of

@@ -94,9 +94,60 @@ class Attention(Family):
     baseline_variant_is_name = True
     quiet = True
     setup_is_conversion = False
+    mask_kinds = ("longformer", "bigbird", "butterfly")
+    contender_keys = ("format", "fuse_rows", "row_tile", "score_tile", "tensor_cores")
 
     def reference(self, inputs) -> Case:
         return Case((), inputs.expected, inputs.tolerance, 0)
+
+    def check_config(self, section) -> None:
+        """Known mask kinds and their arguments, a reference among the baselines, sequence lengths the
+        block divides, known contender settings."""
+        import inspect  # noqa: PLC0415 - only when a config is checked
+
+        from ...data import masks as generators  # noqa: PLC0415
+
+        for name, arguments in section["masks"].items():
+            kind = (arguments or {}).get("kind", name)
+            if kind not in self.mask_kinds:
+                raise ValueError(f"attention.masks.{name}: unknown mask kind {kind!r}; known: {list(self.mask_kinds)}")
+            accepted = set(inspect.signature(getattr(generators, kind)).parameters) - {"seq", "block"}
+            unknown = sorted(set(arguments or {}) - accepted - {"kind"})
+            if unknown:
+                raise ValueError(f"attention.masks.{name}: {kind} takes {sorted(accepted)}, not {unknown}")
+        for seq in section["seqs"]:
+            if seq % section["block"]:
+                raise ValueError(f"attention.seqs: {seq} is not a multiple of the block {section['block']}")
+        if not set(section["reference"]) & set(section["baselines"]):
+            raise ValueError(f"attention.reference names {section['reference']}, none of which attention.baselines "
+                             "runs")
+        for name, contender in section["sparsetir"].items():
+            unknown = sorted(set(contender or {}) - set(self.contender_keys))
+            if unknown:
+                raise ValueError(f"attention.sparsetir.{name}: unknown setting(s) {unknown}; known: "
+                                 f"{list(self.contender_keys)}")
+
+    def workflow_case(self, case, settings, *, timing, device, seed, threads, say) -> list[dict]:
+        """Every mask at one sequence length (``case["seq"]``), in one process: FlexAttention's compile is
+        paid once per shape and reported as its compile time."""
+        from ...data import masks  # noqa: PLC0415
+
+        seq, block, records = int(case["seq"]), settings["block"], []
+        for name, arguments in settings["masks"].items():
+            arguments = dict(arguments or {})
+            layout = getattr(masks, arguments.pop("kind", name))(seq, block, **arguments)
+            say(f"attention {name} seq {seq}: {layout.shape[0]}x{layout.shape[1]} blocks of {block}, "
+                f"{100 * (1 - layout.mean()):.1f}% of them masked; {settings['heads']} heads, batch "
+                f"{settings['batch']}, head dim {settings['head_dim']}, {threads} thread(s)")
+            found = attention_case(
+                case=f"{name}-seq{seq}", mask=name, layout=layout, block=block, batch=settings["batch"],
+                heads=settings["heads"], seq=seq, head_dim=settings["head_dim"], dtype=settings.get("dtype", "float32"),
+                contenders={k: dict(v or {}) for k, v in settings["sparsetir"].items()},
+                baselines=settings["baselines"], options=settings.get("options") or {}, timing=timing,
+                device=device, seed=seed)
+            say(self.format_records(found))
+            records += found
+        return records
 
     def baseline_arguments(self, inputs, form=None) -> tuple:
         if isinstance(inputs, PrunedInputs):

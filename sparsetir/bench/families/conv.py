@@ -244,6 +244,49 @@ class Conv(Family):
     form_keys = {NETWORK: "conv-network"}
     default_tune_budget_s = 10.0
     setup_is_conversion = False
+    config_op = "conv"
+
+    def check_config(self, section) -> None:
+        """Known clouds, layer strings that parse, a network whose layers chain (strides 1 or 2)."""
+        from ...data.lidar_scan import check_cloud_name  # noqa: PLC0415 - only when a config is checked
+
+        for name in section["clouds"]:
+            try:
+                check_cloud_name(name)
+            except ValueError as error:
+                raise ValueError(f"config conv.clouds: {error}") from None
+        for key, network in (("layers", False), ("network", True)):
+            for text in section.get(key) or ():
+                try:
+                    parse_layer(text, network=network)
+                except ValueError as error:
+                    raise ValueError(f"config conv.{key}: {error}") from None
+        chained = None
+        for text in section.get("network") or ():
+            spec = parse_layer(text, network=True)
+            if chained is not None and spec.c_in != chained:
+                raise ValueError(f"config conv.network: layer {text} takes {spec.c_in} channels after a layer giving "
+                                 f"{chained}")
+            if spec.stride not in (1, 2):
+                raise ValueError(f"config conv.network: layer {text}: the network's strides are 1 or 2")
+            chained = spec.c_out
+
+    def workflow_case(self, case, settings, *, timing, device, seed, threads, say) -> list[dict]:
+        """One voxelised cloud (``case``: ``cloud``, ``voxel_size``): every layer, then the network
+        (``network_timing``, on top of ``timing``, its policy)."""
+        from ...timing import TimingPolicy  # noqa: PLC0415
+
+        network_timing = TimingPolicy.from_mapping(settings["network_timing"], base=timing) \
+            if settings.get("network_timing") else timing
+        contenders = self.contenders(settings["sparsetir"], settings["baselines"],
+                                     tune_budget_s=settings.get("tune_budget_s"))
+        records = benchmark_scan(case["cloud"], float(case["voxel_size"]), contenders,
+                                 layers=settings.get("layers") or (), network=settings.get("network") or (),
+                                 kernel_size=settings.get("kernel_size", 3), dilation=settings.get("dilation", 1),
+                                 timing=timing, network_timing=network_timing, seed=seed, threads=threads,
+                                 progress=say)
+        say(self.format_records(records))
+        return records
 
     def reference(self, inputs) -> Case:
         if isinstance(inputs, ConvNetwork):

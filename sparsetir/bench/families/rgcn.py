@@ -90,6 +90,45 @@ class RGCN(Family):
     name = op = "rgcn"
     title = "R-GCN inference"
     default_tune_budget_s = 20.0
+    config_op = "rgms"
+
+    def check_config(self, section) -> None:
+        """Relational graph names (or generator specs) and three model dims."""
+        from ...data.random_relational import check_relational_name  # noqa: PLC0415 - only when a config is checked
+
+        for name in section["datasets"]:
+            try:
+                check_relational_name(name)
+            except ValueError as error:
+                raise ValueError(f"config rgcn.datasets: {error}") from None
+        try:
+            check_dims(section["dims"])
+        except ValueError as error:
+            raise ValueError(f"config rgcn.dims: {error}") from None
+
+    def workflow_unavailable(self, case, settings) -> list[dict] | None:
+        """One ``unavailable`` record for a graph no route provides (torch and TVM not loaded)."""
+        from ...data import load_relational  # noqa: PLC0415
+        from ...data.random_relational import parse_relational_spec  # noqa: PLC0415
+        from ..case_runner import unavailable_records  # noqa: PLC0415
+
+        if parse_relational_spec(case["dataset"]) is not None:
+            return None
+        try:
+            load_relational(case["dataset"])
+        except (OSError, ValueError) as error:
+            return unavailable_records(experiment=self.name, op=self.op, dataset=case["dataset"],
+                                       feats=[int(settings["dims"][0])], reason=f"{type(error).__name__}: {error}")
+        return None
+
+    def workflow_case(self, case, settings, *, timing, device, seed, threads, say) -> list[dict]:
+        """One graph (``case["dataset"]``), every contender timed; peak memory is the next step's."""
+        contenders = self.contenders(settings["sparsetir"], settings["baselines"],
+                                     tune_budget_s=settings.get("tune_budget_s"))
+        records = benchmark_dataset(case["dataset"], contenders, dims=settings["dims"], seed=seed, timing=timing,
+                                    memory=False, threads=threads, progress=say)
+        say(self.format_records(records))
+        return records
 
     def reference(self, inputs: RGCNInputs) -> Case:
         """The float64 output and its entry-wise tolerance (``rgcn_reference``), as a checkable case."""

@@ -5,12 +5,12 @@
 # torch's sparse tensors) is checked against a float64 reference, then timed interleaved. One job
 # times PrunedBERT's pruned weights (DLMC) in sparse formats against dense MKL. A job takes all
 # cores, so no two timings share the machine. Then tables (pandas) and figures (seaborn).
-from attention_case import check_attention_config
+from family_case import check_family_config
 
 ATTENTION = config.get("attention")
 
 if ATTENTION is not None:
-    check_attention_config(ATTENTION)
+    check_family_config("attention", ATTENTION)
     ATTENTION_SEQS = [int(seq) for seq in ATTENTION["seqs"]]
     PRUNEDBERT = ATTENTION.get("prunedbert")
 
@@ -30,15 +30,18 @@ if ATTENTION is not None:
         wildcard_constraints:
             seq=r"\d+",
         params:
+            family="attention",
+            case=lambda wildcards: {"seq": int(wildcards.seq)},
             settings=ATTENTION,
-            timing=lambda wildcards: ATTENTION.get("timing") or config["timing"],
+            timing=config["timing"],
+            data=config["data"],
             device=config["device"],
             seed=config["seed"],
         threads: TIMED_THREADS
         resources:
             gpu=1 if config["device"] == "cuda" else 0,
         script:
-            "../../scripts/attention_case.py"
+            "../../scripts/family_case.py"
 
     rule attention_prunedbert:
         output:

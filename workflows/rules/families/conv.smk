@@ -6,13 +6,14 @@
 # takes all cores, so no two timings share the machine. Then tables (pandas) and a figure (seaborn).
 import re
 
-from conv_case import check_conv_config, scan_slug
+from family_case import check_family_config
 
 CONV = config.get("conv")
 
 if CONV is not None:
-    check_conv_config(CONV)
-    CONV_SCANS = {scan_slug(cloud, size): (cloud, float(size)) for cloud in CONV["clouds"]
+    check_family_config("conv", CONV)
+    # one job per (cloud, voxel size): kitti-000000-v0.2, lidar_3000-v0.1
+    CONV_SCANS = {f"{dataset_slug(cloud)}-v{float(size):g}": (cloud, float(size)) for cloud in CONV["clouds"]
                   for size in CONV["voxel_sizes"]}
 
     def conv_targets():
@@ -31,15 +32,16 @@ if CONV is not None:
         wildcard_constraints:
             conv_scan="|".join(re.escape(slug) for slug in CONV_SCANS),
         params:
-            cloud=lambda wildcards: CONV_SCANS[wildcards.conv_scan][0],
-            voxel_size=lambda wildcards: CONV_SCANS[wildcards.conv_scan][1],
+            family="conv",
+            case=lambda wildcards: dict(zip(("cloud", "voxel_size"), CONV_SCANS[wildcards.conv_scan])),
             settings=CONV,
             timing=config["timing"],
             data=config["data"],
+            device=config["device"],
             seed=config["seed"],
         threads: TIMED_THREADS
         script:
-            "../../scripts/conv_case.py"
+            "../../scripts/family_case.py"
 
     localrules: conv_tables, conv_figures  # tables and figures: on the submitting host
 

@@ -6,12 +6,12 @@
 # thread: memory jobs may run side by side). Then tables (pandas) and a figure (seaborn).
 import re
 
-from rgcn_case import check_rgcn_config
+from family_case import check_family_config
 
 RGCN = config.get("rgcn")
 
 if RGCN is not None:
-    check_rgcn_config(RGCN)
+    check_family_config("rgcn", RGCN)
     RGCN_DATASETS = {dataset_slug(name): name for name in RGCN["datasets"]}  # slug -> name or spec
 
     if RGCN.get("training") is not None:  # entity-classification training: training.smk's rules
@@ -40,14 +40,16 @@ if RGCN is not None:
         wildcard_constraints:
             rgcn_dataset="|".join(re.escape(slug) for slug in RGCN_DATASETS),
         params:
-            dataset=lambda wildcards: RGCN_DATASETS[wildcards.rgcn_dataset],
+            family="rgcn",
+            case=lambda wildcards: {"dataset": RGCN_DATASETS[wildcards.rgcn_dataset]},
             settings=RGCN,
             timing=config["timing"],
             data=config["data"],
+            device=config["device"],
             seed=config["seed"],
         threads: TIMED_THREADS
         script:
-            "../../scripts/rgcn_case.py"
+            "../../scripts/family_case.py"
 
     rule rgcn_memory:
         input:
