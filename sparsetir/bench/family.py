@@ -296,6 +296,15 @@ class Family:
     def check_config(self, section: Mapping) -> None:
         """What the schema cannot check in the family's config section; ``ValueError`` names the problem."""
 
+    def check_names(self, key: str, values, check: Callable) -> None:
+        """``check(value)`` for each of ``values`` (a config section's ``key``); its ``ValueError`` comes back
+        naming the key: ``config <family>.<key>: <message>``."""
+        for value in values:
+            try:
+                check(value)
+            except ValueError as error:
+                raise ValueError(f"config {self.name}.{key}: {error}") from None
+
     def workflow_unavailable(self, case: Mapping, settings: Mapping) -> list[dict] | None:
         """The records of a case no data route provides, found before torch or TVM load (None: it can run)."""
         return None

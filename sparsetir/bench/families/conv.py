@@ -250,17 +250,9 @@ class Conv(Family):
         """Known clouds, layer strings that parse, a network whose layers chain (strides 1 or 2)."""
         from ...data.lidar_scan import check_cloud_name  # noqa: PLC0415 - only when a config is checked
 
-        for name in section["clouds"]:
-            try:
-                check_cloud_name(name)
-            except ValueError as error:
-                raise ValueError(f"config conv.clouds: {error}") from None
+        self.check_names("clouds", section["clouds"], check_cloud_name)
         for key, network in (("layers", False), ("network", True)):
-            for text in section.get(key) or ():
-                try:
-                    parse_layer(text, network=network)
-                except ValueError as error:
-                    raise ValueError(f"config conv.{key}: {error}") from None
+            self.check_names(key, section.get(key) or (), lambda text, network=network: parse_layer(text, network=network))
         chained = None
         for text in section.get("network") or ():
             spec = parse_layer(text, network=True)

@@ -96,15 +96,8 @@ class RGCN(Family):
         """Relational graph names (or generator specs) and three model dims."""
         from ...data.random_relational import check_relational_name  # noqa: PLC0415 - only when a config is checked
 
-        for name in section["datasets"]:
-            try:
-                check_relational_name(name)
-            except ValueError as error:
-                raise ValueError(f"config rgcn.datasets: {error}") from None
-        try:
-            check_dims(section["dims"])
-        except ValueError as error:
-            raise ValueError(f"config rgcn.dims: {error}") from None
+        self.check_names("datasets", section["datasets"], check_relational_name)
+        self.check_names("dims", [section["dims"]], check_dims)
 
     def workflow_unavailable(self, case, settings) -> list[dict] | None:
         """One ``unavailable`` record for a graph no route provides (torch and TVM not loaded)."""
