@@ -567,7 +567,7 @@ def _compile(matrix: RelationalMatrix, c_in: int, c_out: int, format, target, dt
         knobs = {**knobs, **config}
     target_dict = normalize_target(target)
     if format is None:
-        format = default_format(matrix, c_in, c_out, device_of(target_dict), knobs.pop("stage", None))
+        format = default_format(matrix, c_in, c_out, device_of(target_dict), knobs.pop("stage", None), dtype)
     if ("vector_width" not in knobs and c_out % 8 == 0 and target_dict["kind"] == "llvm"
             and not getattr(parse_format(format), "staged", False)):
         knobs["vector_width"] = 8  # measured faster than 16 lanes for every csf layer shape here (zen4)

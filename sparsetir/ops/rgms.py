@@ -102,6 +102,9 @@ STAGE_MIN_TILES_PER_GROUP = 1.0
 STAGE_MIN_PRODUCT = 64
 STAGE_AGGREGATE_PRODUCT = 2048
 STAGE_MIN_PAIR_SHARE = 0.9
+#: parts of the output rows of a staged tile on CUDA (one warp each, run in parallel): an estimate, not a
+#: measurement (no GPU here), of enough warps to fill a GPU's SMs
+CUDA_PARTS = 512
 
 
 def _feature_axes(K, L, feature_loops: str):
@@ -168,7 +171,7 @@ def _staged_function(axes, X, W, Y, L, K, dtype, accum_dtype) -> SparseFunction:
 
     @sparse_iteration([parts, tiles, slots, cols, L, K], "SSSRRS", name="tile", accum_dtype=accum_dtype)
     def product(p, t, s, j, l, k):
-        Pt[p, t, s, k] += cast(X[j, l] * W[t, l, k], wide)
+        Pt[p, t, s, k] += cast(X[j, l], wide) * cast(W[t, l, k], wide)  # half operands, wide products (wmma's)
 
     @sparse_iteration([parts, tiles, slots, K], "SRSS", name="scatter", accum_dtype=accum_dtype)
     def scatter(p, t, s, k):
@@ -253,32 +256,52 @@ def choose_dataflow(matrix, f_in: int, f_out: int) -> str:
     return min(DATAFLOWS, key=lambda name: (flops[name], DATAFLOWS.index(name)))
 
 
-def choose_staged(matrix, f_in: int, f_out: int, device: str = "cpu") -> bool:
+def choose_staged(matrix, f_in: int, f_out: int, device: str = "cpu", dtype: str | None = None) -> bool:
     """The cost rule of the untuned default (``format=None, stage=None``; constants above): run staged
     tiles (``rtile``) when the (part, relation) groups fill whole tiles on average (little padding) and
     the pairs' dense products are big, or each (row, relation) holds about one entry (per-pair products
     are then the work anyway, and the register-blocked micro-kernel does them best); else ``csf``
-    (output-stationary, no scatter, the aggregate dataflow where rows repeat)."""
-    if device != "cpu" or f_in * f_out < STAGE_MIN_PRODUCT or not matrix.nnz:
+    (output-stationary, no scatter, the aggregate dataflow where rows repeat).
+
+    On CUDA the staged tile runs on tensor cores (``schedule/staged_cuda.py``), so it is chosen only
+    for float16/bfloat16 ``dtype`` with ``f_in`` and ``f_out`` multiples of 16, and the groups are
+    counted over the CUDA parts (``CUDA_PARTS``, one warp each)."""
+    if f_in * f_out < STAGE_MIN_PRODUCT or not matrix.nnz or device not in ("cpu", "cuda"):
         return False
     from ..formats.rtile import DEFAULT_PARTS, DEFAULT_ROWS  # noqa: PLC0415 - the format registers itself
 
+    parts = DEFAULT_PARTS
+    if device == "cuda":
+        from ..schedule.staged_cuda import check_tensor_core_tile  # noqa: PLC0415 - loads the wmma intrinsics
+
+        try:
+            check_tensor_core_tile(DEFAULT_ROWS, f_in, f_out, str(dtype))
+        except ValueError:
+            return False
+        parts = CUDA_PARTS
     degrees = np.diff(np.asarray(matrix.indptr, dtype=np.int64))
     counts = degrees.reshape(matrix.num_relations, -1).sum(axis=1)
-    groups = np.count_nonzero(counts) * DEFAULT_PARTS
+    groups = np.count_nonzero(counts) * parts
     if matrix.nnz / (groups * DEFAULT_ROWS) < STAGE_MIN_TILES_PER_GROUP:
         return False
     pairs = np.count_nonzero(degrees)
     return f_in * f_out >= STAGE_AGGREGATE_PRODUCT or pairs >= STAGE_MIN_PAIR_SHARE * matrix.nnz
 
 
-def default_format(matrix, f_in: int, f_out: int, device: str, stage=None) -> str:
+def default_format(matrix, f_in: int, f_out: int, device: str, stage=None, dtype: str | None = None) -> str:
     """The format of an untuned call (``format=None``): ``rtile`` where staging pays (``stage=True``, or
-    :func:`choose_staged` for ``stage=None``), else ``csf``."""
-    staged = choose_staged(matrix, f_in, f_out, device) if stage is None else bool(stage)
-    if staged and device != "cpu":
-        raise ValueError("stage=True: staged tiles are scheduled for the CPU only")
-    return "rtile" if staged else DEFAULT_FORMAT
+    :func:`choose_staged` for ``stage=None``), else ``csf``. On CUDA ``rtile`` has ``CUDA_PARTS``
+    parts, and ``stage=True`` where tensor cores cannot take the tile is a ``ValueError``."""
+    staged = choose_staged(matrix, f_in, f_out, device, dtype) if stage is None else bool(stage)
+    if not staged:
+        return DEFAULT_FORMAT
+    if device == "cuda":
+        from ..formats.rtile import DEFAULT_ROWS  # noqa: PLC0415
+        from ..schedule.staged_cuda import check_tensor_core_tile  # noqa: PLC0415
+
+        check_tensor_core_tile(DEFAULT_ROWS, f_in, f_out, str(dtype))
+        return f"rtile:{DEFAULT_ROWS}:{CUDA_PARTS}"
+    return "rtile"
 
 
 def compile_rgms(adj, f_in: int, f_out: int, *, format=None, target="llvm", dtype=None, index_dtype=None,
@@ -316,7 +339,7 @@ def compile_rgms(adj, f_in: int, f_out: int, *, format=None, target="llvm", dtyp
     target, device = target_and_device(target)
     stage = _stage(knobs.pop("stage", None))
     if format is None:
-        format = default_format(matrix, f_in, f_out, device, stage)
+        format = default_format(matrix, f_in, f_out, device, stage, resolve_dtype(dtype, matrix.values.dtype, device))
     elif stage is not None and stage != _staged(parse_format(format)):
         raise ValueError(f"stage={stage} contradicts format={format!r}; give one of them")
     fmt = parse_format(format)
@@ -332,6 +355,10 @@ def compile_rgms(adj, f_in: int, f_out: int, *, format=None, target="llvm", dtyp
     knobs = dict(knobs)
     if dtype in HALF_DTYPES and knobs.get("accum_dtype") is None:
         knobs["accum_dtype"] = "float32"
+    if getattr(fmt, "staged", False) and device == "cuda":  # refused before any kernel is built
+        from ..schedule.staged_cuda import check_tensor_core_tile  # noqa: PLC0415
+
+        check_tensor_core_tile(fmt.rows, f_in, f_out, dtype)
     if getattr(fmt, "staged", False):  # per-pair products, tile by tile, outputs innermost (stage_tile)
         if knobs.get("dataflow") not in (None, "edge"):
             raise ValueError(f"{fmt!r} computes per-pair products tile by tile (dataflow='edge'), not "

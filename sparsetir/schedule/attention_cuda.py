@@ -83,11 +83,11 @@ def _fill() -> tuple:
         f"T.float32(0))\n")
 
 
-def _store() -> tuple:
+def _store(scope: str = "global") -> tuple:
     return _intrinsic(
-        "wmma_store", [_buffer("A", "float32", "wmma.accumulator"), _buffer("C", "float32", "global")],
+        "wmma_store", [_buffer("A", "float32", "wmma.accumulator"), _buffer("C", "float32", scope)],
         [_buffer("A", "float32", "wmma.accumulator", strides=("d1", "d0")),
-         _buffer("C", "float32", "global", strides=("s1", "s0"))],
+         _buffer("C", "float32", scope, strides=("s1", "s0"))],
         f"A[0:{TILE}, 0:{TILE}]", f"C[0:{TILE}, 0:{TILE}]",
         f"        for i, j in T.grid({TILE}, {TILE}):\n"
         f'            with T.sblock("store"):\n'
@@ -130,10 +130,11 @@ def intrinsics(dtype: str) -> dict:
     short = {"float16": "f16", "bfloat16": "bf16"}[dtype]
     makers = {"load_a": lambda: _load(dtype, "a", "row_major"), "load_b": lambda: _load(dtype, "b", "row_major"),
               "load_b_trans": lambda: _load(dtype, "b", "col_major"), "sync": lambda: _sync(dtype, False),
-              "sync_trans": lambda: _sync(dtype, True), "fill": _fill, "store": _store}
+              "sync_trans": lambda: _sync(dtype, True), "fill": _fill, "store": _store,
+              "store_shared": lambda: _store("shared")}
     names = {}
     for key, make in makers.items():
-        name = f"sparsetir_wmma_{key}_16x16x16_{short if key not in ('fill', 'store') else 'f32'}"
+        name = f"sparsetir_wmma_{key}_16x16x16_{short if key not in ('fill', 'store', 'store_shared') else 'f32'}"
         if s_tir.TensorIntrin.get(name, allow_missing=True) is None:
             s_tir.TensorIntrin.register(name, *make())
         names[key] = name

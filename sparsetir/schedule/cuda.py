@@ -36,6 +36,7 @@ from .nest import (
     new_schedule,
     writes_contiguously,
 )
+from .staged import staged_tile_block
 
 VECTOR_CHUNKS = (2, 4)  # float2 / float4
 
@@ -63,6 +64,12 @@ def schedule_cuda(func: tirx.PrimFunc, **knobs) -> tvm.IRModule:
         if is_fill(sch, nest):
             loops = sch.get_loops(nest.top)
             _bind_threads(sch, sch.fuse(*loops) if len(loops) > 1 else loops[0], threads, forced)
+            continue
+        tile = staged_tile_block(sch, nest)
+        if tile is not None:  # a staged tile: gather, tensor-core product, scatter (staged_cuda.py)
+            from .staged_cuda import schedule_staged_tile_cuda  # noqa: PLC0415 - imports the wmma intrinsics
+
+            schedule_staged_tile_cuda(sch, nest, tile, forced)
             continue
         name = sch.get(nest.top).name_hint
         if not (is_parallel_safe(sch, nest.top) or is_fused_group(sch, nest.top)

@@ -5,8 +5,9 @@ Build (compile host, :func:`build_conv_section`): each point cloud is voxelised 
 kernel map, stored once per (level, stride) in ``inputs/conv-<cloud>-v<size>-l<level>s<stride>.npz``
 (coordinates, output coordinates, the pairs grouped by offset, the grid), and one
 ``sparse_conv3d`` kernel per candidate configuration (csf: output-stationary, no atomics;
-relcsr: offsets outermost, gather-GEMM-scatter with atomics), compiled for the bundle's target
-with real device code. The manifest gets a section ``conv``: cloud, voxel size, seed, baselines,
+relcsr: offsets outermost, gather-GEMM-scatter with atomics; and, in a CUDA bundle, the staged tiles
+on tensor cores, float16, where the layer's channels are multiples of 16: ``TENSOR_CORE_CONV_CONFIGS``),
+compiled for the bundle's target with real device code. The manifest gets a section ``conv``: cloud, voxel size, seed, baselines,
 cases (one per layer).
 
 Run (GPU host, TVM runtime only, :func:`run_conv_cases`): per layer the features and weights are
@@ -37,14 +38,19 @@ from ..case_runner import status_of
 from ..engine import Row, baseline_row, prepare, time_rows
 from ..families.conv import ConvLayer, parse_layer
 from ..records import ALL_CONTENDERS, make_record
+from .candidates import candidate_dtype, candidate_label, candidate_variant, half_precision_case, rounded_to
 from .in_turn import row_times, run_cases_in_turn
 from .manifest import bundle_baselines
 from .parts import BundlePart
 
-__all__ = ["DEFAULT_CONV_CONFIGS", "DEFAULT_CONV_LAYERS", "PART", "build_conv_section", "run_conv_cases"]
+__all__ = ["DEFAULT_CONV_CONFIGS", "DEFAULT_CONV_LAYERS", "PART", "TENSOR_CORE_CONV_CONFIGS", "build_conv_section",
+           "run_conv_cases"]
 
 #: Candidate configurations, in order: the two dataflows of ``ops.sparse_conv3d``.
 DEFAULT_CONV_CONFIGS = ({"format": "csf"}, {"format": "relcsr"})
+#: A CUDA bundle's candidates beside them, for layers whose channels tensor cores take (multiples of 16): the
+#: staged tiles of ``schedule/staged_cuda.py`` (``ops.rgms.default_format``'s CUDA choice, 512 parts), float16
+TENSOR_CORE_CONV_CONFIGS = ({"format": "rtile:16:512", "dtype": "float16"},)
 DEFAULT_CONV_LAYERS = ("4:32:1@0", "32:32:1@0", "32:64:2@0", "64:64:1@1", "64:128:2@1", "128:128:1@2", "128:256:2@2")
 _OP = "conv"
 
@@ -106,8 +112,10 @@ def build_conv_section(staging: Path, clouds: Sequence[str], *, voxel_size: floa
                                                          int(kmap.submanifold)], dtype=np.int64))
                 stored[relpath] = True
             candidates = []
-            for index, config in enumerate(DEFAULT_CONV_CONFIGS[:limit]):
-                kernel = compile_sparse_conv3d(kmap, spec.c_in, spec.c_out, target=target, dtype="float32", **config)
+            for index, config in enumerate(conv_configs(device, spec.c_in, spec.c_out, limit)):
+                options = {key: value for key, value in config.items() if key != "dtype"}
+                kernel = compile_sparse_conv3d(kmap, spec.c_in, spec.c_out, target=target,
+                                               dtype=candidate_dtype(config), **options)
                 library, _ = store_library(staging, Path(kernel.function.library))
                 manifest_rel, structure_rel = store_candidate_files(staging, kernel, scratch)
                 candidates.append({"id": f"conv-{slug}-{spec}-{index:02d}".replace(":", "_").replace("@", "_"),
@@ -117,9 +125,26 @@ def build_conv_section(staging: Path, clouds: Sequence[str], *, voxel_size: floa
             cases.append({"cloud": cloud, "voxel_size": float(voxel_size), "layer": str(spec), "c_in": spec.c_in,
                           "c_out": spec.c_out, "stride": spec.stride, "level": spec.level, "input": relpath,
                           "map_s": kmap.build_s, "candidates": candidates})
-        say(f"conv {cloud} at {voxel_size:g} m: {len(specs)} layer(s) x {min(limit, len(DEFAULT_CONV_CONFIGS))} "
-            f"candidates in {time.perf_counter() - started:.1f} s")
+        kernels = sum(len(case["candidates"]) for case in cases if case["cloud"] == cloud)
+        say(f"conv {cloud} at {voxel_size:g} m: {len(specs)} layer(s), {kernels} candidate kernels in "
+            f"{time.perf_counter() - started:.1f} s")
     return {"seed": seed, "baselines": list(baselines), "cases": cases}
+
+
+def conv_configs(device: str, c_in: int, c_out: int, limit: int = len(DEFAULT_CONV_CONFIGS)) -> list[dict]:
+    """A layer's candidate configurations: the first ``limit`` of ``DEFAULT_CONV_CONFIGS`` and, on CUDA,
+    the tensor-core ones where tensor cores take the channels (compile host only)."""
+    from ...schedule.staged_cuda import check_tensor_core_tile  # noqa: PLC0415 - compile host only
+
+    configs = list(DEFAULT_CONV_CONFIGS[:limit])
+    if device == "cuda":
+        for config in TENSOR_CORE_CONV_CONFIGS:
+            try:
+                check_tensor_core_tile(16, c_in, c_out, config["dtype"])
+            except ValueError:
+                continue
+            configs.append(dict(config))
+    return configs
 
 
 # ---------------------------------------------------------------- run (GPU host, runtime only)
@@ -140,13 +165,13 @@ def load_layer(bundle: Path, case: dict, seed: int):
                      spatial_shape, kmap)
 
 
-def candidate_factory(library: Path, layer: ConvLayer, device: str):
-    """``factory() -> run``: load the kernel, put the features and weights on the device."""
+def candidate_factory(library: Path, layer: ConvLayer, device: str, dtype: str = "float32"):
+    """``factory() -> run``: load the kernel, put the features and weights on the device (in ``dtype``)."""
     import torch  # noqa: PLC0415 - the GPU host has torch; the runner imports it after the thread settings
 
     def factory():
         kernel = load(library)
-        X, W = torch.from_numpy(layer.X).to(device), torch.from_numpy(layer.W).to(device)
+        X, W = (torch.from_numpy(a).to(device=device, dtype=getattr(torch, dtype)) for a in (layer.X, layer.W))
         return lambda: kernel(X, W)
 
     return factory
@@ -174,10 +199,13 @@ def run_conv_case(bundle: Path, section: dict, case: dict, scratch: Path, assemb
     bench_case = conv_reference(kmap, layer.X, layer.W)
     rows, candidates = [], {}
     for candidate in case["candidates"]:
-        name = f"sparsetir[{candidate['config']['format']}]"
+        name = candidate_label(candidate["config"], "format")
         candidates[name] = candidate
         library = assemble(bundle, candidate, scratch)
-        rows.append(prepare(Row(name, "compile"), candidate_factory(library, layer, device), bench_case))
+        dtype = candidate_dtype(candidate["config"])
+        check = bench_case if dtype == "float32" else half_precision_case(
+            conv_reference(kmap, rounded_to(layer.X, dtype), rounded_to(layer.W, dtype)), dtype)
+        rows.append(prepare(Row(name, "compile"), candidate_factory(library, layer, device, dtype), check))
     rows += [baseline_row(entry, bench_case, device, inputs=(layer,), wrap=_in_map_order(device))
              for entry in declared.variants(_OP, section["baselines"]).values()]
     time_rows(_OP, rows, bench_case, bandwidth["bytes_per_s"], timing, device)
@@ -191,7 +219,8 @@ def run_conv_case(bundle: Path, section: dict, case: dict, scratch: Path, assemb
             experiment=_OP, op=_OP, device=device, dataset=case["cloud"], feat=case["c_in"], contender=row.contender,
             status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
             shape=(kmap.num_outputs, kmap.num_inputs), nnz=kmap.num_pairs,
-            variant=f"{candidate['config']['format']}" if candidate else None, times=row_times(row, candidate),
+            variant=candidate_variant(candidate["config"], "format") if candidate else None,
+            times=row_times(row, candidate),
             min_bytes=bench_case.min_bytes, flops=conv_flops(kmap.num_pairs, (case["c_in"], case["c_out"])),
             copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where)
         record["case"] = f"{case['cloud']} {case['voxel_size']:g} m {case['layer']}"

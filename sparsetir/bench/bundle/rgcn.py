@@ -3,8 +3,9 @@
 Build (compile host, :func:`build_rgcn_section`): for each relational graph, the graph prepared as
 ``nn.RGCN`` prepares it (``RGCNGraph``: mean-normalised values, the root weight as one more,
 identity relation), and one RGMS kernel per layer shape for each candidate configuration
-(relational format x dataflow, up to ``limit``), compiled for the bundle's target with real
-device code. Libraries, kernel manifests and structures go through the bundle's
+(relational format x dataflow, up to ``limit``; in a CUDA bundle also the staged tiles on tensor
+cores in float16 where the layer shapes are multiples of 16, ``TENSOR_CORE_RGCN_CONFIGS``), compiled
+for the bundle's target with real device code. Libraries, kernel manifests and structures go through the bundle's
 content-addressed stores (``build.py``); the graph's relational structure goes to
 ``inputs/rgcn-<dataset>.npz``. The manifest gets a section ``rgcn``: dims, seed, baselines, cases.
 
@@ -31,21 +32,25 @@ import baselines as declared
 
 from ...data import dataset_slug
 from ...reference import Case
-from ...reference.rgcn import rgcn_inputs, rgcn_reference
+from ...reference.rgcn import RGCNInputs, RGCNLayerWeights, rgcn_inputs, rgcn_reference
 from ...runtime import load
 from ...runtime.validate import entry_rows
 from ..case_runner import status_of
 from ..engine import Row, baseline_row, prepare, time_rows
 from ..records import ALL_CONTENDERS, make_record
+from .candidates import candidate_dtype, candidate_label, half_precision_case, rounded_to
 from .in_turn import run_cases_in_turn
 from .manifest import bundle_baselines
 from .parts import BundlePart
 
-__all__ = ["DEFAULT_RGCN_CONFIGS", "PART", "RelationalStructure", "build_rgcn_section", "run_rgcn_cases"]
+__all__ = ["DEFAULT_RGCN_CONFIGS", "PART", "TENSOR_CORE_RGCN_CONFIGS", "RelationalStructure", "build_rgcn_section", "run_rgcn_cases"]
 
 #: Candidate configurations, in order: the formats x the dataflows of ``ops.rgms``.
 DEFAULT_RGCN_CONFIGS = tuple({"format": fmt, "dataflow": dataflow} for fmt in ("csf", "relcsr")
                              for dataflow in ("aggregate", "edge", "transform"))
+#: A CUDA bundle's candidates beside them where every layer shape is a multiple of 16: the staged tiles of
+#: ``schedule/staged_cuda.py`` on tensor cores (``ops.rgms.default_format``'s CUDA choice, 512 parts), float16
+TENSOR_CORE_RGCN_CONFIGS = ({"format": "rtile:16:512", "dataflow": "edge", "dtype": "float16"},)
 _FAMILY = "rgcn"  # the baselines' declarations (baselines.variants), and their library references
 
 
@@ -112,10 +117,11 @@ def build_rgcn_section(staging: Path, datasets: Sequence[str], *, dims: Sequence
                             num_relations=np.asarray(graph.num_relations, dtype=np.int64))
         prepared = RGCNGraph(graph)
         candidates = []
-        for index, config in enumerate(DEFAULT_RGCN_CONFIGS[:limit]):
+        for index, config in enumerate(rgcn_configs(device_of(normalize_target(target)), dims, limit)):
             layers = {}
+            options = {key: value for key, value in config.items() if key != "dtype"}
             for shape in _layer_shapes(dims):
-                kernel = compile_rgms(prepared.matrix, *shape, target=target, dtype="float32", **config)
+                kernel = compile_rgms(prepared.matrix, *shape, target=target, dtype=candidate_dtype(config), **options)
                 library, _ = store_library(staging, Path(kernel.function.library))
                 manifest_rel, structure_rel = store_candidate_files(staging, kernel, scratch)
                 layers[_shape_key(shape)] = {"library": library, "manifest": manifest_rel, "structure": structure_rel,
@@ -129,6 +135,30 @@ def build_rgcn_section(staging: Path, datasets: Sequence[str], *, dims: Sequence
     return {"dims": list(dims), "seed": seed, "baselines": list(baselines), "cases": cases}
 
 
+def rgcn_configs(device: str, dims: Sequence[int], limit: int = len(DEFAULT_RGCN_CONFIGS)) -> list[dict]:
+    """The candidate configurations: the first ``limit`` of ``DEFAULT_RGCN_CONFIGS`` and, on CUDA, the
+    tensor-core ones where tensor cores take every layer shape (compile host only)."""
+    from ...schedule.staged_cuda import check_tensor_core_tile  # noqa: PLC0415 - compile host only
+
+    configs = list(DEFAULT_RGCN_CONFIGS[:limit])
+    if device == "cuda":
+        for config in TENSOR_CORE_RGCN_CONFIGS:
+            try:
+                for f_in, f_out in _layer_shapes(dims):
+                    check_tensor_core_tile(16, f_in, f_out, config["dtype"])
+            except ValueError:
+                continue
+            configs.append(dict(config))
+    return configs
+
+
+def rounded_inputs(inputs: RGCNInputs, dtype: str) -> RGCNInputs:
+    """The inputs a ``dtype`` candidate is given: features and weights rounded to ``dtype``."""
+    return RGCNInputs(inputs.graph, rounded_to(inputs.X, dtype), tuple(
+        RGCNLayerWeights(*(rounded_to(a, dtype) for a in (layer.weight, layer.root, layer.bias)))
+        for layer in inputs.layers))
+
+
 # ---------------------------------------------------------------- run (GPU host, runtime only)
 
 
@@ -138,18 +168,21 @@ def load_structure(bundle: Path, case: dict) -> RelationalStructure:
                                    arrays["indptr"], arrays["indices"])
 
 
-def candidate_factory(libraries: dict, inputs, device: str):
+def candidate_factory(libraries: dict, inputs, device: str, dtype: str = "float32"):
     """``factory() -> run``: load each layer's kernel, put the features and the stacked weights
-    (``[weight; root]``, the root as the identity relation) on the device, compose the two layers."""
+    (``[weight; root]``, the root as the identity relation) on the device in ``dtype``, compose the layers."""
     import torch  # noqa: PLC0415 - the GPU host has torch; the runner imports it after the thread settings
+
+    def on_device(array):
+        return torch.from_numpy(np.ascontiguousarray(array)).to(device=device, dtype=getattr(torch, dtype))
 
     def factory():
         layers = []
         for layer in inputs.layers:
             kernel = load(libraries[_shape_key(layer.weight.shape[1:])])
-            stacked = torch.from_numpy(np.concatenate([layer.weight, layer.root[None]])).to(device)
-            layers.append((kernel, stacked, torch.from_numpy(layer.bias).to(device)))
-        X = torch.from_numpy(np.ascontiguousarray(inputs.X)).to(device)
+            stacked = on_device(np.concatenate([layer.weight, layer.root[None]]))
+            layers.append((kernel, stacked, on_device(layer.bias)))
+        X = on_device(inputs.X)
 
         def run():
             h = X
@@ -177,11 +210,16 @@ def run_rgcn_case(bundle: Path, section: dict, case: dict, scratch: Path, assemb
     bench_case = Case((inputs.X,), reference, tolerance, min_bytes)
     rows, candidates = [], {}
     for candidate in case["candidates"]:
-        name = f"sparsetir[{candidate['config']['format']} {candidate['config']['dataflow']}]"
+        name = candidate_label(candidate["config"], "format", "dataflow")
         candidates[name] = candidate
         libraries = {shape: assemble(bundle, {"id": f"{candidate['id']}-{shape}", **layer}, scratch)
                      for shape, layer in candidate["layers"].items()}
-        rows.append(prepare(Row(name, "compile"), candidate_factory(libraries, inputs, device), bench_case))
+        dtype = candidate_dtype(candidate["config"])
+        check = bench_case
+        if dtype != "float32":
+            rounded = rounded_inputs(inputs, dtype)
+            check = half_precision_case(Case((rounded.X,), *rgcn_reference(rounded), min_bytes), dtype)
+        rows.append(prepare(Row(name, "compile"), candidate_factory(libraries, inputs, device, dtype), check))
     rows += [baseline_row(entry, bench_case, device, inputs=(inputs,))
              for entry in declared.variants(_FAMILY, section["baselines"]).values()]
     time_rows(_FAMILY, rows, bench_case, bandwidth["bytes_per_s"], timing, device)
@@ -200,7 +238,8 @@ def run_rgcn_case(bundle: Path, section: dict, case: dict, scratch: Path, assemb
             experiment="rgcn", op="rgcn", device=device, dataset=case["dataset"], feat=dims[0],
             contender=row.contender, status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
             shape=graph.shape, nnz=graph.nnz,
-            variant=f"{candidate['config']['format']} dataflow={candidate['config']['dataflow']}" if candidate else None,
+            variant=(f"{candidate['config']['format']} dataflow={candidate['config']['dataflow']}"
+                     + (f" {candidate['config']['dtype']}" if "dtype" in candidate["config"] else "")) if candidate else None,
             times=times, min_bytes=min_bytes, flops=flops, copy_bytes_per_s=bandwidth["bytes_per_s"],
             provenance=where)
         record["rgcn"] = {"dims": list(dims), "num_relations": graph.num_relations, "seed": section["seed"],

@@ -1,0 +1,90 @@
+"""The staged-tile rule of the CUDA template: a tile's gather, its product on tensor cores, its scatter.
+
+A staged tile (``transform.stage_tile``; rgms over ``formats/rtile.py``) reaches Stage III as one
+block per tile holding the dense product of the tile's slots by its relation's weights into ``Pt``
+and the scatter of ``Pt``'s rows onto the output (``schedule/staged.py`` has the CPU rule). On
+CUDA, with float16/bfloat16 operands and tile rows, ``c_in`` and ``c_out`` multiples of 16:
+
+* a part of the output rows per CUDA block, one warp (``threadIdx.x``), its tiles one after the
+  other (parts own disjoint rows: no atomics);
+* the product as 16x16x16 ``wmma`` tiles with float32 accumulators, through the tensor intrinsics
+  of sparse attention (``attention_cuda.intrinsics``): for each 16-slot row block, the slots'
+  input rows are gathered into shared memory (``reindex_cache_read``: rows of X that the tile's
+  columns name), and for each 16-column block of ``c_out`` the weights' ``c_in x 16`` panel; the
+  fragments load from them, ``mma_sync`` runs over ``c_in`` in steps of 16, and the accumulators
+  are stored to ``Pt`` in shared memory;
+* the scatter: each lane owns a contiguous chunk of ``c_out`` and adds the tile's rows, scaled by
+  the slots' values, onto the output in slot order (slots of one output row never race).
+
+Anything else (float32, sizes that are no multiple of 16) is refused with a ``ValueError`` by
+:func:`check_tensor_core_tile` before scheduling; ``format=None`` then keeps csf on CUDA.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from .attention_cuda import (
+    TILE,
+    WARP,
+    _bind,
+    _fragment,
+    _operand_dtype,
+    _stage_shared,
+    _tensorize_tile,
+    intrinsics,
+)
+
+TENSOR_CORE_DTYPES = ("float16", "bfloat16")
+
+
+def check_tensor_core_tile(rows: int, f_in: int, f_out: int, dtype: str) -> None:
+    """Raise ``ValueError`` unless a staged tile of ``rows`` slots, ``f_in -> f_out``, in ``dtype``
+    runs on tensor cores (what the CUDA staged schedule builds)."""
+    if dtype not in TENSOR_CORE_DTYPES:
+        raise ValueError(f"staged tiles on CUDA run on tensor cores, which take float16 or bfloat16 operands, not "
+                         f"{dtype}; use format='csf' (or format=None) for {dtype}")
+    bad = [f"{name}={value}" for name, value in (("tile rows", rows), ("c_in", f_in), ("c_out", f_out))
+           if value % TILE]
+    if bad:
+        raise ValueError(f"staged tiles on CUDA run as {TILE}x{TILE}x{TILE} wmma tiles: {', '.join(bad)} "
+                         f"{'is' if len(bad) == 1 else 'are'} no multiple of {TILE}; use format='csf' (or "
+                         "format=None, which falls back to it)")
+
+
+def _extent(sch, loop) -> int:
+    extent = sch.get(loop).extent
+    if not isinstance(extent, tirx.IntImm):
+        raise ValueError("a staged tile needs constant tile rows and features")
+    return int(extent.value)
+
+
+def schedule_staged_tile_cuda(sch, nest, tile, forced: dict) -> None:
+    """Schedule one staged-tile nest (see the module docstring); ``tile`` is its annotated block."""
+    _bind(sch, sch.get_loops(nest.top)[0], "blockIdx.x", forced)
+    product, scatter = sch.get_child_blocks(tile)
+    s, j, l, k = sch.get_loops(product)[-4:]
+    check_tensor_core_tile(_extent(sch, s), _extent(sch, l), _extent(sch, k), _operand_dtype(sch, product))
+    tensor = intrinsics(_operand_dtype(sch, product))
+    sch.set_scope(product, 0, "shared")
+    sch.reorder_block_iter_var(product, [1, 0, 3, 2])  # (j, s, k, l): the intrinsics' (i, j, k) last
+    accumulator = sch.reindex_cache_write(product, 0, "wmma.accumulator", lambda j_, s_, k_, l_: (s_, k_))
+    s_outer, s_inner = sch.split(s, [None, TILE])
+    k_outer, k_inner = sch.split(k, [None, TILE])
+    l_outer, l_inner = sch.split(l, [None, TILE])
+    sch.reorder(s_outer, k_outer, j, l_outer, s_inner, k_inner, l_inner)
+    sch.reverse_compute_at(accumulator, k_outer)
+    rows = _stage_shared(sch, product, "X", lambda j_, s_, k_, l_: (s_ + j_, l_), s_outer, forced)
+    panel = _stage_shared(sch, product, "W", lambda j_, s_, k_, l_: (l_, k_), k_outer, forced)
+    a_fragment = _fragment(sch, product, rows, "wmma.matrix_a", l_outer)
+    b_fragment = _fragment(sch, product, panel, "wmma.matrix_b", l_outer)
+    init = sch.decompose_reduction(product, j)
+    _tensorize_tile(sch, init, tensor["fill"])
+    _tensorize_tile(sch, a_fragment, tensor["load_a"])
+    _tensorize_tile(sch, b_fragment, tensor["load_b"])
+    _tensorize_tile(sch, product, tensor["sync"], loops=3)
+    _tensorize_tile(sch, accumulator, tensor["store_shared"])
+    slots, features = sch.get_loops(scatter)[-2:]
+    lane, chunk = sch.split(features, [WARP, None])  # a contiguous chunk per lane (a predicate past c_out)
+    sch.reorder(lane, slots, chunk)
+    _bind(sch, lane, "threadIdx.x", forced)
