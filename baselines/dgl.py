@@ -322,6 +322,12 @@ class DglRGCNTraining:
         model.load_state_dict(mapped)
         return model
 
+    @staticmethod
+    def parameter_name(key: str) -> str:
+        """This model's name of the PyG-keyed parameter ``key`` (``convs.<i>.lin.weight``, ...)."""
+        _convs, layer, name = key.split(".", 2)
+        return f"convs.{layer}.{_PYG_NAMES[name]}"
+
     def structure(self, task):
         dgl = _dgl()
         edge_index, edge_type, num_nodes = (task.graph[k] for k in ("edge_index", "edge_type", "num_nodes"))
@@ -369,6 +375,9 @@ class _DglGATLayer(torch.nn.Module):
         return out.flatten(1) if self.concat else out.mean(dim=1)
 
 
+_PYG_NAMES = {"lin.weight": "conv.fc.weight", "att_src": "conv.attn_l", "att_dst": "conv.attn_r", "bias": "conv.bias"}
+
+
 class DglGATTraining:
     """DGL ``GATConv`` in the GAT model (``sparsetir.bench.gat``), its graph with PyG's self-loops
     (existing ones removed, one per node added); weights mapped from PyG's keys."""
@@ -382,14 +391,15 @@ class DglGATTraining:
         first = _DglGATLayer(dims["in"], dims["hidden"], dims["heads"], True, dims["dropout"])
         second = _DglGATLayer(dims["hidden"] * dims["heads"], dims["classes"], 1, False, dims["dropout"])
         model = _TwoLayers([first, second])
-        names = {"lin.weight": "conv.fc.weight", "att_src": "conv.attn_l", "att_dst": "conv.attn_r", "bias": "conv.bias"}
-        mapped = {}
-        for key, value in state.items():
-            _convs, layer, name = key.split(".", 2)
-            mapped[f"convs.{layer}.{names[name]}"] = value
-        model.load_state_dict(mapped)
+        model.load_state_dict({self.parameter_name(key): value for key, value in state.items()})
         self.dropout = dims["dropout"]
         return model
+
+    @staticmethod
+    def parameter_name(key: str) -> str:
+        """This model's name of the PyG-keyed parameter ``key`` (``convs.<i>.lin.weight``, ...)."""
+        _convs, layer, name = key.split(".", 2)
+        return f"convs.{layer}.{_PYG_NAMES[name]}"
 
     def structure(self, task):
         dgl = _dgl()

@@ -37,7 +37,9 @@ the contender ``sparsetir.bench.training`` drives (``model``, ``structure``, ``f
 GAT training (family ``gat``, ``sparsetir.bench.gat``, ``pyg-gatconv``): the GAT paper's model in
 PyG ``GATConv`` layers (dropout, ``GATConv(in, hidden, heads)``, ELU, dropout, ``GATConv(hidden *
 heads, classes, heads=1, concat=False)``, attention dropout in both) on the ``(2, E)`` edge list,
-from the shared state_dict (``convs.<i>.lin.weight``, ``att_src``, ``att_dst``, ``bias``).
+from the shared state_dict (``convs.<i>.lin.weight``, ``att_src``, ``att_dst``, ``bias``); on the CPU
+(the training benchmark) and on a GPU (the bundle's ``gat`` part: ``PygGATTraining(device="cuda")``
+puts the model and the edge list there).
 """
 
 from __future__ import annotations
@@ -270,6 +272,9 @@ class PygGATTraining:
 
     name = "pyg-gatconv"
 
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+
     def available(self) -> tuple[bool, str]:
         return probe()
 
@@ -277,10 +282,10 @@ class PygGATTraining:
         model = gat_two_layers(importlib.import_module(_pyg().__name__ + ".nn").GATConv, dims)
         model.load_state_dict(state)
         self.dropout = dims["dropout"]
-        return model
+        return model.to(self.device)
 
     def structure(self, task):
-        return task.graph["edge_index"]
+        return task.graph["edge_index"].to(self.device)
 
     def forward(self, model, structure, x):
         return gat_forward(model, structure, x, self.dropout)
@@ -297,5 +302,5 @@ VARIANTS = {
                                            library_reference=True),
                    "pyg-fastrgcnconv": Variant(lambda: PygRGCNTraining("FastRGCNConv"), devices=("cpu",),
                                                library_reference=True)},
-    "gat": {"pyg-gatconv": Variant(PygGATTraining, devices=("cpu",), library_reference=True)},
+    "gat": {"pyg-gatconv": Variant(PygGATTraining, devices=("cpu", "cuda"), library_reference=True)},
 }

@@ -70,3 +70,34 @@ def spmm_kernel_args(cuda_source: str, A: sp.csr_matrix, B: np.ndarray, C: np.nd
     names = kernel_param_names(cuda_source, SPMM_KERNEL)
     assert sorted(names) == sorted(by_name), f"{SPMM_KERNEL} parameters changed: {names}"
     return [by_name[name] for name in names]
+
+
+class EmulatedFunction:
+    """An exported CUDA function (``runtime.function.CompiledFunction``) run on the CUDA emulator
+    (``sparsetir.testing.cuda_emulator``) from its own generated source, where no GPU is: what
+    ``runtime.edge_softmax.forward``/``backward`` call (``invoke``). ``scheduled``: the function's
+    scheduled module (``scheduled_module(function, "cuda")``), for the launch geometry. Its ``device`` is
+    ``"cpu"``: the emulator reads and writes host arrays."""
+
+    def __init__(self, scheduled: tvm.IRModule, function):
+        self.scheduled, self.source, self.device = scheduled, function.source, "cpu"
+
+    def invoke(self, bound, sizes):
+        from sparsetir.testing.cuda_emulator import emulate_module
+
+        arrays = {name: array.numpy() if hasattr(array, "numpy") else array for name, array in bound.items()}
+        emulate_module(self.scheduled, self.source, arrays, sizes=sizes)
+
+
+def emulated_edge_softmax_set(loaded):
+    """A loaded CUDA edge_softmax set (``runtime.edge_softmax.load_kernels``), each function emulated: an
+    ``EdgeSoftmaxKernels`` on host tensors (``runtime.edge_softmax.edge_softmax_aggregate`` takes it)."""
+    from sparsetir.ops.edge_softmax import FUNCTIONS
+    from sparsetir.runtime.edge_softmax import EdgeSoftmaxKernels
+
+    options = {"negative_slope": loaded.negative_slope, "dropout": loaded.dropout}
+    functions = {kind: EmulatedFunction(scheduled_module(FUNCTIONS[kind](loaded.heads, loaded.feat,
+                                                                         **({} if kind == "aggregate" else options)),
+                                                         "cuda"), loaded[kind]) for kind in FUNCTIONS}
+    return EdgeSoftmaxKernels(functions, loaded.heads, loaded.feat, loaded.negative_slope, loaded.dropout,
+                              loaded.dtype)

@@ -121,33 +121,18 @@ def test_bad_sets_and_operands_are_clear_errors(tmp_path):
         edge_softmax_aggregate(loaded, structure, x.double(), s, d)
 
 
-class _Emulated:
-    """A CUDA function run on the CUDA emulator (``testing.cuda_emulator``) from its exported source."""
-
-    def __init__(self, scheduled, function):
-        self.scheduled, self.source, self.device = scheduled, function.source, "cuda"
-
-    def invoke(self, bound, sizes):
-        from sparsetir.testing.cuda_emulator import emulate_module
-
-        arrays = {name: array.numpy() if hasattr(array, "numpy") else array for name, array in bound.items()}
-        emulate_module(self.scheduled, self.source, arrays, sizes=sizes)
-
-
 @pytest.mark.skipif(not nvcc_available()[0], reason="nvcc is not installed")
 def test_the_cuda_set_exports_loads_and_computes_the_same_on_the_emulator(tmp_path):
-    from sparsetir.backend import scheduled_module
+    from cuda_kernels import emulated_edge_softmax_set
+
     from sparsetir.backend.fatbin import fatbin_entries
-    from sparsetir.ops.edge_softmax import FUNCTIONS
 
     options = {"negative_slope": 0.2, "dropout": True}
     paths = export_kernels(edge_softmax_kernels(HEADS, FEAT, target="cuda", **options), tmp_path / "gat")
     loaded = load_kernels(tmp_path / "gat")  # no GPU needed to load: the library opens on the first call
     assert loaded.device == "cuda" and loaded.dropout and loaded.heads == HEADS
     assert ("ELF", "sm_90") in {(e.kind, e.arch) for e in fatbin_entries(paths["forward"])}
-    emulated = {kind: _Emulated(scheduled_module(FUNCTIONS[kind](HEADS, FEAT, **({} if kind == "aggregate"
-                                                                                  else options)), "cuda"),
-                                loaded[kind]) for kind in FUNCTIONS}
+    emulated = emulated_edge_softmax_set(loaded)
     indptr, indices = graph(m=9, n=7, seed=4)
     structure = EdgeSoftmaxStructure.from_csr(indptr, indices, 7)
     x, s, d, mask = (t.float() for t in operands(7, structure.m, structure.nnz))

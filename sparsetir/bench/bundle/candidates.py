@@ -64,12 +64,14 @@ def half_precision_case(case: Case, dtype: str) -> Case:
 
 
 def assemble_kernel(bundle: Path, candidate: dict, scratch: Path) -> Path:
-    """Link a candidate's shared library and its own sidecars side by side, as ``Kernel.export`` writes them."""
+    """Link a candidate's shared library and its own sidecars side by side, as ``Kernel.export`` writes them
+    (a function without a structure, ``CompiledFunction.export``'s, has no ``structure``)."""
     library = bundle / candidate["library"]
     manifest = json.loads((bundle / candidate["manifest"]).read_text())
     path = scratch / f"{candidate['id']}.so"
-    links = {path: library, path.with_name(path.name + ".json"): bundle / candidate["manifest"],
-             path.with_name(path.name + ".npz"): bundle / candidate["structure"]}
+    links = {path: library, path.with_name(path.name + ".json"): bundle / candidate["manifest"]}
+    if candidate.get("structure"):
+        links[path.with_name(path.name + ".npz")] = bundle / candidate["structure"]
     source = library.with_name(library.name + manifest["source_suffix"])
     if source.exists():
         links[path.with_name(path.name + manifest["source_suffix"])] = source

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..case_runner import short_reason
-from ..records import write_json_atomic
+from ..records import ALL_CONTENDERS, make_record, write_json_atomic
 
 
 def row_times(row, candidate: dict | None) -> dict:
@@ -49,3 +49,13 @@ def run_cases_in_turn(cases: Iterable[dict], run_case: Callable[[dict], list[dic
                else "nothing timed")
             + "".join(f"; {r['contender']} WRONG" for r in records if r["status"] == "wrong"))
     return list(by_file)
+
+
+def failed_case(*, experiment: str, op: str, device: str, feat: int, where: dict,
+                dataset_of: Callable[[dict], str] = lambda case: case["dataset"]) -> Callable[[dict, str], list[dict]]:
+    """``failed(case, reason)`` for :func:`run_cases_in_turn`: one record for all contenders saying why."""
+    def failed(case: dict, reason: str) -> list[dict]:
+        return [make_record(experiment=experiment, op=op, device=device, dataset=dataset_of(case), feat=feat,
+                            contender=ALL_CONTENDERS, status="failed", reason=reason, provenance=where)]
+
+    return failed

@@ -37,9 +37,9 @@ from ...runtime import load
 from ...runtime.validate import entry_rows
 from ..case_runner import status_of
 from ..engine import Row, baseline_row, prepare, time_rows
-from ..records import ALL_CONTENDERS, make_record
+from ..records import make_record
 from .candidates import candidate_dtype, candidate_label, half_precision_case, rounded_to
-from .in_turn import run_cases_in_turn
+from .in_turn import failed_case, run_cases_in_turn
 from .manifest import bundle_baselines
 from .parts import BundlePart
 
@@ -255,12 +255,7 @@ def run_rgcn_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, assem
                    timing, where: dict, deadline_s: float, say: Callable[[str], None]) -> list[str]:
     """Every R-GCN case of the bundle that fits before ``deadline_s`` (``time.monotonic()``); the record files."""
     section, device = manifest["rgcn"], manifest["device"]
-
-    def failed(case: dict, reason: str) -> list[dict]:
-        return [make_record(experiment="rgcn", op="rgcn", device=device, dataset=case["dataset"],
-                            feat=section["dims"][0], contender=ALL_CONTENDERS, status="failed", reason=reason,
-                            provenance=where)]
-
+    failed = failed_case(experiment="rgcn", op="rgcn", device=device, feat=section["dims"][0], where=where)
     return run_cases_in_turn(
         section["cases"], lambda case: run_rgcn_case(bundle, section, case, scratch, assemble, device=device,
                                                      bandwidth=bandwidth, timing=timing, where=where),
