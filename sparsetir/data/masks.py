@@ -10,7 +10,11 @@ a block of queries attends to a block of keys; ``sparsetir.ops.sparse_attention`
 * :func:`butterfly`: the pixelfly pattern of the paper's artifact: block ``(i, j)`` where ``i``
   and ``j`` differ in at most one bit (the block count a power of two);
 * :func:`dlmc`: a magnitude-pruned weight of the Deep Learning Matrix Collection, as its
-  sparse pattern or, given ``block``, as its block mask.
+  sparse pattern or, given ``block``, as its block mask;
+* :func:`block_pruned`: a seeded block-pruned weight pattern (whole ``block x block`` blocks kept,
+  every entry of a kept block non-zero), what structured pruning leaves;
+* :func:`pruned_weight`: a weight by name, ``block-pruned/<rows>x<cols>/<block>/<sparsity>`` or a
+  DLMC name (PrunedBERT's ``matrices``).
 """
 
 from __future__ import annotations
@@ -102,4 +106,47 @@ def dlmc(name: str, block: int | None = None):
     return layout
 
 
-__all__ = ["MASKS", "bigbird", "butterfly", "dlmc", "longformer", "sparsity"]
+BLOCK_PRUNED = "block-pruned/"
+
+
+def block_pruned(rows: int, cols: int, block: int, sparsity: float = 0.9, seed: int = 0) -> sp.csr_matrix:
+    """A ``rows x cols`` weight pattern (boolean scipy CSR) pruned in whole ``block x block`` blocks.
+
+    ``round((1 - sparsity) * blocks)`` of the blocks are kept, at least one (seeded, uniformly), and
+    every entry of a kept block is non-zero; ``rows`` and ``cols`` must be multiples of ``block``."""
+    for name, value in (("rows", rows), ("cols", cols), ("block", block)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if rows % block or cols % block:
+        raise ValueError(f"rows and cols must be multiples of block {block}, got {rows}x{cols}")
+    if isinstance(sparsity, bool) or not isinstance(sparsity, (int, float)) or not 0.0 <= sparsity < 1.0:
+        raise ValueError(f"sparsity must be a number in [0, 1), got {sparsity!r}")
+    grid = (rows // block, cols // block)
+    blocks = grid[0] * grid[1]
+    kept = max(1, int(round((1.0 - sparsity) * blocks)))
+    chosen = np.random.default_rng(seed).choice(blocks, size=kept, replace=False)
+    layout = np.zeros(blocks, dtype=bool)
+    layout[chosen] = True
+    dense_blocks = np.ones((block, block), dtype=bool)
+    return sp.csr_matrix(np.kron(layout.reshape(grid), dense_blocks))
+
+
+def pruned_weight(name: str) -> sp.csr_matrix:
+    """A pruned weight's pattern by name: ``block-pruned/<rows>x<cols>/<block>/<sparsity>`` (:func:`block_pruned`,
+    seed 0) or a DLMC weight (:func:`dlmc`)."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    if not name.startswith(BLOCK_PRUNED):
+        return dlmc(name)
+    parts = name[len(BLOCK_PRUNED):].split("/")
+    try:
+        shape, block, sparsity_text = parts
+        rows, cols = (int(v) for v in shape.split("x"))
+        return block_pruned(rows, cols, int(block), float(sparsity_text))
+    except ValueError as error:
+        raise ValueError(f"a block-pruned weight is named {BLOCK_PRUNED}<rows>x<cols>/<block>/<sparsity> (e.g. "
+                         f"{BLOCK_PRUNED}2048x512/32/0.9), got {name!r}: {error}") from None
+
+
+__all__ = ["BLOCK_PRUNED", "MASKS", "bigbird", "block_pruned", "butterfly", "dlmc", "longformer", "pruned_weight",
+           "sparsity"]

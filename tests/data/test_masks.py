@@ -82,3 +82,24 @@ def test_dlmc_pruned_weights(real_data, name, shape, nnz):
     assert blocks.shape == (shape[0] // 32, shape[1] // 32) and blocks.dtype == bool
     dense = pattern.toarray().reshape(shape[0] // 32, 32, shape[1] // 32, 32).any(axis=(1, 3))
     np.testing.assert_array_equal(blocks, dense)
+
+
+def test_block_pruned_weights_keep_whole_dense_blocks():
+    from sparsetir.data.masks import block_pruned, pruned_weight
+
+    W = block_pruned(2048, 512, 32, 0.9, seed=3)
+    assert W.shape == (2048, 512) and W.dtype == bool
+    blocks = W.toarray().reshape(64, 32, 16, 32).transpose(0, 2, 1, 3).reshape(64 * 16, 32 * 32)
+    kept = blocks.any(axis=1)
+    assert kept.sum() == round(0.1 * 64 * 16)  # 90% block sparsity
+    assert blocks[kept].all()  # every kept block is non-zero in every entry
+    assert (pruned_weight("block-pruned/2048x512/32/0.9") != block_pruned(2048, 512, 32, 0.9)).nnz == 0
+    assert block_pruned(64, 64, 32, 0.99).nnz == 32 * 32  # at least one block
+
+    for bad, match in (("block-pruned/2048x512/32", "block-pruned/<rows>x<cols>"),
+                       ("block-pruned/2048x500/32/0.9", "multiples of block"),
+                       ("block-pruned/2048x512/32/1.0", "sparsity")):
+        with pytest.raises(ValueError, match=match):
+            pruned_weight(bad)
+    with pytest.raises(TypeError):
+        pruned_weight(7)

@@ -1,6 +1,7 @@
 """Workflow step: PrunedBERT, ``W @ X`` for DLMC's pruned transformer weights; write records.
 
-Each weight (config ``attention.prunedbert.matrices``, read through ``sparsetir.data.masks.dlmc``)
+Each weight (config ``attention.prunedbert.matrices``, read through ``sparsetir.data.masks.pruned_weight``:
+DLMC's, or ``block-pruned/<rows>x<cols>/<block>/<sparsity>``, whole blocks kept)
 gets seeded values and a seeded ``X`` of ``tokens`` columns; ``ops.spmm`` in each configured format
 (CSR and the block formats BSR, DBSR, SR-BCRS) and the baselines (dense ``torch.mm``: MKL; torch
 CSR) are checked against float64 and timed interleaved (``sparsetir.bench.families.attention``).
@@ -35,7 +36,7 @@ def main(*, output: Path, settings: dict, timing: dict, device: str, seed: int, 
     for name in settings["matrices"]:
         case = name.removeprefix("dlmc/")
         try:
-            pattern = masks.dlmc(name)
+            pattern = masks.pruned_weight(name)
         except Exception as error:  # noqa: BLE001 - a weight no route provides gets an unavailable row
             print(f"prunedbert {case}: unavailable: {error}", file=sys.stderr)
             records.append({**make_record(experiment="prunedbert", op="spmm", device=device, dataset=case,
