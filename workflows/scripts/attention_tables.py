@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sparsetir.bench.report.intervals import geomean, number_cell
+from sparsetir.bench.report.intervals import geomean, number_cell, rounds_of
 from sparsetir.bench.report.tables import add_speedups, headline_table, ratio_columns, row_interval, speedup_cell
 
 SPARSETIR = "sparsetir"
@@ -54,7 +54,7 @@ def attention_frame(records: Iterable[dict], reference: Sequence[str], prunedber
             "shape": "x".join(str(d) for d in record["shape"]) if record.get("shape") else None,
             "nnz": record.get("nnz"),
             **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
-            "samples": stats.get("n"), "samples_s": list(stats.get("samples") or []),
+            "samples": stats.get("n"), "samples_s": rounds_of(stats),
             "relative_error": case.get("relative_error"),
             "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
             "compile_s": times.get("compile_s"),

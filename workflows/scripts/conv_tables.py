@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from sparsetir.bench.bounds import rate_percentages
-from sparsetir.bench.report.intervals import geomean, number_cell
+from sparsetir.bench.report.intervals import geomean, number_cell, rounds_of
 from sparsetir.bench.report.tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
 
 SPARSETIR = "sparsetir"
@@ -54,7 +54,7 @@ def conv_frame(records: Iterable[dict]) -> pd.DataFrame:
             "kind": conv.get("kind") or (SPARSETIR if record["contender"].startswith(SPARSETIR) else "baseline"),
             "variant": record.get("variant"), "status": record["status"], "reason": record.get("reason"),
             **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
-            "samples": stats.get("n"), "samples_s": list(stats.get("samples") or []),
+            "samples": stats.get("n"), "samples_s": rounds_of(stats),
             "map_ms": conv["map_s"] * 1e3 if conv.get("map_s") is not None else None,
             "map_library": conv.get("map_library"),
             "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from sparsetir.bench.bounds import rate_percentages
-from sparsetir.bench.report.intervals import geomean, number_cell
+from sparsetir.bench.report.intervals import geomean, number_cell, rounds_of
 from sparsetir.bench.report.tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
 
 SPARSETIR = "sparsetir"
@@ -62,7 +62,7 @@ def rgcn_frame(records: Iterable[dict]) -> pd.DataFrame:
             "nodes": shape[0], "edges": record.get("nnz"), "relations": rgcn.get("num_relations"),
             "dims": "/".join(str(d) for d in rgcn["dims"]) if rgcn.get("dims") else None,
             **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
-            "samples": stats.get("n"), "samples_s": list(stats.get("samples") or []),
+            "samples": stats.get("n"), "samples_s": rounds_of(stats),
             "peak_mib": memory["peak_bytes"] / MIB if "peak_bytes" in memory else None,
             "prepare_peak_mib": memory["prepare_peak_bytes"] / MIB if "prepare_peak_bytes" in memory else None,
             "resident_mib": memory["resident_bytes"] / MIB if "resident_bytes" in memory else None,

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sparsetir.bench.report.intervals import NAN, Interval, geomean_interval, ratio_interval, verdict_counts
+from sparsetir.bench.report.intervals import NAN, Interval, geomean_interval, ratio_interval, rounds_of, verdict_counts
 from sparsetir.bench.report.tables import row_interval
 from sparsetir.bench.report.tables import speedup_cell as _cell
 
@@ -46,7 +46,7 @@ def records_frame(records: Iterable[dict]) -> pd.DataFrame:
                                                 "variant", "status", "reason", "nnz", "min_bytes", "flops",
                                                 "copy_bytes_per_s")}
         row.update({column: stats.get(key) for key, column in _STAT_COLUMNS.items()})
-        row["samples_s"] = list(stats.get("samples") or [])
+        row["samples_s"] = rounds_of(stats)
         row.update({key: (record.get("times") or {}).get(key) for key in _TIME_COLUMNS})
         rows.append(row)
     frame = pd.DataFrame(rows, columns=list(rows[0]) if rows else None)

@@ -8,7 +8,9 @@ percentiles of the ratio (a 90% interval). When the rounds come from several wor
 (``groups``: each process's round count, from the records' ``stats["processes"]``), each
 replicate first draws the processes with replacement, then rounds within each drawn process, so
 the interval holds what changes between processes as well as within one (a two-level
-bootstrap). Samples of unequal counts (records from different runs) are resampled
+bootstrap). A table's samples can carry their processes' round counts themselves (:class:`Rounds`,
+from a record's stats by :func:`rounds_of`): two of them from the same processes are resampled so
+without being told. Samples of unequal counts (records from different runs) are resampled
 independently. A geometric mean over cases resamples every case at once.
 
 A speedup whose interval lies above 1 is a **win**, below 1 a **loss**, and one that straddles
@@ -60,6 +62,30 @@ class Interval:
 NAN = Interval(math.nan, math.nan, math.nan)
 
 
+class Rounds(list):
+    """A record's timing samples (seconds, in round order) with ``groups``: the rounds per worker process
+    (``stats["processes"]``), empty when one process timed them."""
+
+    def __init__(self, samples=(), groups=()):
+        super().__init__(float(s) for s in samples)
+        self.groups = [int(n) for n in groups]
+
+
+def rounds_of(stats: dict | None) -> Rounds:
+    """The samples of a record's ``stats`` with their processes' round counts (:class:`Rounds`)."""
+    stats = stats or {}
+    processes = stats.get("processes") or []
+    samples = list(stats.get("samples") or [])
+    groups = [int(p["n"]) for p in processes]
+    return Rounds(samples, groups if len(groups) > 1 and sum(groups) == len(samples) else ())
+
+
+def common_groups(reference_samples, contender_samples) -> list[int] | None:
+    """The round counts per process when both samples carry the same ones (:class:`Rounds`), else None."""
+    groups = [getattr(samples, "groups", None) for samples in (reference_samples, contender_samples)]
+    return groups[0] if groups[0] and len(groups[0]) > 1 and groups[0] == groups[1] else None
+
+
 def _samples(values) -> np.ndarray | None:
     array = np.asarray(values if values is not None else [], dtype=np.float64).ravel()
     array = array[np.isfinite(array) & (array > 0)]
@@ -96,6 +122,7 @@ def ratio_interval(reference_samples, contender_samples, *, seed: int = SEED, co
                    groups: Sequence[int] | None = None) -> Interval:
     """The speedup of a contender over a reference from their timing samples (seconds); ``groups``:
     the rounds per worker process, in order, when both come from the same processes."""
+    groups = groups if groups is not None else common_groups(reference_samples, contender_samples)
     reference, contender = _samples(reference_samples), _samples(contender_samples)
     if reference is None or contender is None:
         return NAN
@@ -128,7 +155,7 @@ def geomean_interval(pairs: Sequence[tuple], *, seed: int = SEED, count: int = B
     logs, replicate_logs = [], []
     single_round = False
     for reference_samples, contender_samples, *rest in pairs:
-        groups = rest[0] if rest else None
+        groups = rest[0] if rest else common_groups(reference_samples, contender_samples)
         reference, contender = _samples(reference_samples), _samples(contender_samples)
         if reference is None or contender is None:
             continue
