@@ -18,12 +18,16 @@ SPIN_LIMITS = {"GOMP_SPINCOUNT": "10000", "TVM_THREAD_POOL_SPIN_COUNT": "1000"}
 def configure_threads(threads: int) -> list[str]:
     """Set spin limits and thread counts (unless already set); must run before torch/tvm load.
 
-    Returns warnings for libraries that were already loaded, for which the settings may not apply.
+    Returns warnings for libraries that were already loaded while a setting was not yet in the
+    environment, for which the settings may not apply (none when every setting was there before: a
+    worker forked after its parent set them and loaded the libraries).
     """
-    for name, value in {**SPIN_LIMITS, "OMP_NUM_THREADS": str(threads), "TVM_NUM_THREADS": str(threads)}.items():
-        os.environ.setdefault(name, value)
+    settings = {**SPIN_LIMITS, "OMP_NUM_THREADS": str(threads), "TVM_NUM_THREADS": str(threads)}
+    missing = [name for name in settings if name not in os.environ]
+    for name in missing:
+        os.environ[name] = settings[name]
     return [
         f"note: {module} was imported before the spin/thread settings; they may not apply to it"
         for module in ("torch", "tvm")
-        if module in sys.modules
+        if missing and module in sys.modules
     ]

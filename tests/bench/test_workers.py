@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sparsetir.bench.report.intervals import ratio_interval
-from sparsetir.bench.workers import merge_records, run_in_workers
+from sparsetir.bench.workers import fork_workers, merge_records, run_in_workers, threads_running
 from sparsetir.timing import DEFAULT, clear_worker_share, set_worker_share, share_of
 
 HERE = Path(__file__).resolve().parent
@@ -46,6 +46,55 @@ def test_workers_are_fresh_processes(tmp_path):
         run_in_workers("workers_target:main", {"timing": TIMING}, 1, output=path, search_path=[HERE])
         runs.append(json.loads(path.read_text())[0]["provenance"]["pid"])
     assert len(set(runs)) == 2 and os.getpid() not in runs
+
+
+def test_workers_forked_from_a_warm_parent_are_fresh_children_with_their_shares(tmp_path):
+    import os
+
+    from workers_target import main
+
+    output = tmp_path / "forked.json"
+    records = fork_workers(main, {"timing": TIMING}, 3, output=output, known_threads=threads_running())
+    assert json.loads(output.read_text()) == records
+    once = records[0]
+    assert once["provenance"]["worker_start"] == "forked" and once["provenance"]["share"] == [0, 3]
+    assert once["provenance"]["pid"] != os.getpid() and [p["n"] for p in once["stats"]["processes"]] == [4, 4, 4]
+    starts = {process["trace"]["t0_unix"] for process in once["stats"]["interference"]["processes"]}
+    assert len(starts) == 3  # each child its own sentinel baseline and warm-up
+    assert share_of(DEFAULT.replace(processes=3)).processes == 3  # the parent never took a worker's share
+    with pytest.raises(RuntimeError, match="worker process 2 of 2 .* exited with status 1"):
+        fork_workers(_fails_in_second_worker, {}, 2, output=tmp_path / "bad.json", known_threads=threads_running())
+    assert not (tmp_path / "bad.json").exists()
+
+
+def _fails_in_second_worker(*, output):
+    from sparsetir.timing import worker_share
+
+    if worker_share()[0] == 1:
+        raise RuntimeError("on purpose")
+    Path(output).write_text("[]")
+    return []
+
+
+def test_a_parent_running_another_thread_is_not_forked_but_spawns_fresh_workers(tmp_path, capfd):
+    import threading
+
+    from workers_target import main
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        known = threads_running() - 1
+        with pytest.raises(RuntimeError, match="cannot fork worker processes: .* threads run"):
+            fork_workers(main, {"timing": TIMING}, 2, output=tmp_path / "a.json", known_threads=known)
+        records = fork_workers(main, {"timing": TIMING}, 2, output=tmp_path / "b.json", known_threads=known,
+                               fallback="workers_target:main", search_path=[HERE])
+    finally:
+        stop.set()
+        thread.join()
+    assert records[0]["provenance"]["worker_start"] == "spawned"
+    assert "started fresh, not forked" in capfd.readouterr().err
 
 
 def test_a_record_that_failed_in_one_worker_is_failed_and_says_which(tmp_path):
@@ -89,3 +138,16 @@ def test_the_interval_of_pooled_workers_holds_the_spread_between_them():
     assert grouped.low <= flat.low and grouped.high >= flat.high
     assert grouped.high - grouped.low > 2 * (flat.high - flat.low)
     assert grouped.low < 1.1 and grouped.high > 1.3  # a rerun's ratio anywhere in 1.0-1.4 is inside
+
+
+def test_table_samples_carry_their_processes_so_table_intervals_draw_processes_then_rounds():
+    from sparsetir.bench.report.intervals import rounds_of
+
+    rng = np.random.default_rng(0)
+    reference = np.concatenate([np.full(20, 1e-3) * rng.normal(1, 0.01, 20) for _ in range(3)])
+    contender = np.concatenate([np.full(20, 1e-3 / r) * rng.normal(1, 0.01, 20) for r in (1.0, 1.2, 1.4)])
+    processes = [{"n": 20}] * 3
+    ref, con = (rounds_of({"samples": list(x), "processes": processes}) for x in (reference, contender))
+    assert ref.groups == [20, 20, 20] and rounds_of({"samples": [1.0, 2.0]}).groups == []
+    assert ratio_interval(ref, con) == ratio_interval(reference, contender, groups=[20, 20, 20])
+    assert ratio_interval(ref, list(con)) == ratio_interval(reference, contender)  # one side from one process

@@ -24,9 +24,26 @@ rule tune_case:
         "../scripts/tune_case.py"
 
 
+rule copy_bandwidth:
+    # once per run (a rerun keeps the file): every case's DRAM fraction is against this bandwidth
+    output:
+        f"{RESULTS}/copy_bandwidth.json",
+    log:
+        f"{RESULTS}/logs/copy_bandwidth.log",
+    params:
+        timing=config["timing"],
+        device=config["device"],
+    threads: TIMED_THREADS
+    resources:
+        gpu=1 if config["device"] == "cuda" else 0,
+    script:
+        "../scripts/copy_bandwidth.py"
+
+
 def run_case_inputs(wildcards):
-    """The prepared dataset, and the tuned configuration when the experiment has a "tuned" contender."""
-    inputs = {"dataset": f"{RESULTS}/datasets/{wildcards.dataset}.json"}
+    """The prepared dataset, the run's copy bandwidth, and the tuned configuration when the experiment
+    has a "tuned" contender."""
+    inputs = {"dataset": f"{RESULTS}/datasets/{wildcards.dataset}.json", "bandwidth": f"{RESULTS}/copy_bandwidth.json"}
     if uses_tuning(config["experiments"][wildcards.experiment]):
         inputs["tuned"] = f"{RESULTS}/{wildcards.experiment}/tuned/{wildcards.dataset}/feat{wildcards.feat}.json"
     return inputs

@@ -19,8 +19,35 @@ def load_prepared(document: dict):
         return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(arrays["shape"]))
 
 
+def preload(threads: int, dataset_json: Path) -> int:
+    """What every worker of a case imports (torch, TVM, sparsetir's ops and timer: seconds), done once before
+    the workers are forked (``case_workers.run_step``); returns the threads that may run at the fork (the main
+    one and OpenBLAS's pool, which numpy starts and which stops itself at a fork). Nothing here starts a
+    thread pool: ``torch.set_num_threads`` and the baselines' probes (DGL starts a thread) run in each worker.
+    A case whose dataset is unavailable imports nothing (its workers only write why)."""
+    import json
+
+    from sparsetir.bench.threads import configure_threads
+    from sparsetir.bench.workers import threads_running
+
+    if json.loads(dataset_json.read_text())["status"] != "ok":
+        return threads_running()
+    for warning in configure_threads(threads):  # before torch and TVM load, as main does
+        print(warning, file=sys.stderr)
+    import numpy  # noqa: F401 - starts OpenBLAS's pool: the threads counted as known
+
+    known = threads_running()
+    import torch  # noqa: F401
+    import tvm  # noqa: F401
+
+    import sparsetir.bench.case_runner  # noqa: F401
+    import sparsetir.ops  # noqa: F401
+    return known
+
+
 def main(*, dataset_json: Path, output: Path, experiment: str, dataset: str, feat: int, settings: dict,
-         hyb: dict, timing: dict, device: str, seed: int, threads: int, tuned_json: Path | None = None) -> list[dict]:
+         hyb: dict, timing: dict, device: str, seed: int, threads: int, tuned_json: Path | None = None,
+         bandwidth_json: Path | None = None) -> list[dict]:
     import json
 
     from sparsetir.bench.case_runner import unavailable_records
@@ -57,6 +84,7 @@ def main(*, dataset_json: Path, output: Path, experiment: str, dataset: str, fea
         timing=TimingPolicy.from_mapping(timing), kernel_factory=get_op(experiment).benchmark_kernel,
         baseline_names=settings["baselines"],
         options=settings.get("options") or {}, device=device, seed=seed,
+        bandwidth=json.loads(bandwidth_json.read_text()) if bandwidth_json else None,
     )
     print(summary(records), file=sys.stderr, flush=True)
     write_json_atomic(output, records)
@@ -81,7 +109,9 @@ if "snakemake" in globals():
         run_step(__file__, main, dict(
             dataset_json=Path(snakemake.input.dataset),
             tuned_json=Path(snakemake.input.tuned) if "tuned" in snakemake.input.keys() else None,
+            bandwidth_json=Path(snakemake.input.bandwidth) if "bandwidth" in snakemake.input.keys() else None,
             experiment=snakemake.wildcards.experiment, dataset=snakemake.params.dataset,
             feat=int(snakemake.wildcards.feat), settings=snakemake.params.settings, hyb=snakemake.params.hyb,
             timing=snakemake.params.timing, device=snakemake.params.device, seed=snakemake.params.seed,
-            threads=snakemake.threads), output=Path(snakemake.output[0]), timing=snakemake.params.timing)
+            threads=snakemake.threads), output=Path(snakemake.output[0]), timing=snakemake.params.timing,
+            preload=lambda: preload(snakemake.threads, Path(snakemake.input.dataset)))
