@@ -1,14 +1,16 @@
 """GraphSAGE: :class:`SAGEConv` (PyG's constructor, ``reset_parameters`` and state_dict keys) and
 :class:`GraphSAGE` (n layers, the state_dict keys of PyG's ``GraphSAGE``).
 
-``x'_i = W_r x_i + W_l mean_{j in N(i)} x_j + b``. On an unweighted structure in CSR the
-neighbour mean is one kernel with the ``1 / degree`` row scale inside its reduction and no value
-array (``torch.ops.sparsetir.spmm_row_scaled``, its gradient the same over A^T); otherwise one SpMM
-(``torch.ops.sparsetir.spmm``) whose values are the weights divided by the degree. Where the input is wider than the output the layer projects first and
-aggregates the narrower result (``mean(x) W_l^T = mean(x W_l^T)``), as DGL does; then, for a
-graph (sources = targets), one matrix product computes both projections. Node features may be
+``x'_i = W_r x_i + W_l mean_{j in N(i)} x_j + b``. A layer with dense features is one op,
+``torch.ops.sparsetir.aggregate_transform`` (``ops.aggregate_transform``): the aggregation, both
+projections and the bias, in the cheaper order (project first where the input is wider than the
+output, ``mean(x) W_l^T = mean(x W_l^T)``, as DGL does), its backward in its own cheaper order;
+``W_r x_i`` accumulates into the same output where the targets' features lead the sources' (a
+graph or a sampled block). On an unweighted structure in CSR the neighbour mean is a ``1 / degree``
+row scale inside the reduction with no value array (``spmm_row_scaled``, its gradient the same over
+A^T); otherwise an SpMM whose values are the weights divided by the degree. Node features may be
 a torch sparse CSR tensor (bag-of-words features are mostly zeros): the projections are then
-SpMMs too.
+SpMMs too. Max and min aggregate first (``torch.ops.sparsetir.spmm_reduce``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..ops import torch_ops
+from ..ops.aggregate_transform import GATHER_COST, aggregate_transform, projects_first
 from .adjacency import Adjacency, as_adjacency
 
-__all__ = ["GraphSAGE", "SAGEConv"]
+__all__ = ["GATHER_COST", "GraphSAGE", "SAGEConv", "projects_first"]
 
 AGGREGATIONS = ("mean", "sum", "add", "max", "min")
 EXTREMES = ("max", "min")  # not linear: aggregated before projecting, by torch.ops.sparsetir.spmm_reduce
@@ -49,23 +52,6 @@ def _leading_rows(x: Tensor, rows: int) -> Tensor:
     crow = x.crow_indices()[:rows + 1]
     end = crow[-1]
     return torch.sparse_csr_tensor(crow, x.col_indices()[:end], x.values()[:end], size=(rows, x.shape[1]))
-
-
-#: How much more a multiply-add of an SpMM (a gathered row) costs than one of a dense matrix product,
-#: for choosing whether a layer projects before or after aggregating.
-GATHER_COST = 3
-
-
-def projects_first(sources: int, targets: int, edges: int, in_features: int, out_features: int,
-                   sparse_inputs: bool = False) -> bool:
-    """Whether ``A (x W^T)`` is cheaper than ``(A x) W^T``: the first multiplies every source row by
-    W and aggregates ``out_features``; the second aggregates ``in_features`` and multiplies the
-    target rows only. For a graph (sources = targets) it is ``out_features < in_features``."""
-    if sparse_inputs:  # aggregating first would densify the features
-        return True
-    project = sources * in_features * out_features + GATHER_COST * edges * out_features
-    aggregate = GATHER_COST * edges * in_features + targets * in_features * out_features
-    return project < aggregate
 
 
 def _linear(x: Tensor, layer: nn.Linear) -> Tensor:
@@ -152,10 +138,32 @@ class SAGEConv(nn.Module):
         if self.aggr == "mean":
             adj = adj.mean(self.lin_l.weight.dtype if not lazy else
                            (x_src.dtype if x_src.is_floating_point() else torch.float32))
-        if not lazy and projects_first(adj.num_cols, adj.num_rows, adj.indices.shape[0], self.lin_l.in_features,
-                                       self.out_channels, _is_sparse(x_src)):
+        if lazy:
+            return self._aggregate_first(x_src, x_dst, adj)
+        if _is_sparse(x_src):
             return self._project_first(x_src, x_dst, adj)
-        return self._aggregate_first(x_src, x_dst, adj)
+        return self._fused(x_src, x_dst, adj)
+
+    def _fused(self, x_src: Tensor, x_dst, adj: Adjacency) -> Tensor:
+        """``ops.aggregate_transform``: aggregation, both projections and the bias in one op, in the
+        cheaper order; the root term inside it where the targets' features lead the sources' (a
+        graph, a sampled block), else added after."""
+        if x_src.shape[0] != adj.num_cols:
+            raise ValueError(f"the structure has {adj.num_cols} source nodes but the features have "
+                             f"{x_src.shape[0]} rows")
+        if adj.proof is not None:
+            torch_ops.adopt(adj.proof, adj.indptr, adj.indices)  # a sampled block: valid by construction
+        root = self.root_weight and x_dst is not None
+        inside = root and _leads(x_dst, x_src, adj.num_rows)
+        values, scale = adj.values, None
+        if values is None and adj.reduce == "mean":
+            scale = adj.row_scale(x_src.dtype)
+        out = aggregate_transform(adj.indptr, adj.indices, x_src, self.lin_l.weight, adj.num_cols, values=values,
+                                  scale=scale, W_root=self.lin_r.weight if inside else None, bias=self.lin_l.bias,
+                                  format=self.format)
+        if root and not inside:
+            out = out + _linear(x_dst, self.lin_r)
+        return self._post(out)
 
     def _aggregate_first(self, x_src, x_dst, adj: Adjacency) -> Tensor:
         """``lin_l(A x_src) + lin_r(x_dst)``: the order PyG computes in."""
@@ -191,6 +199,18 @@ class SAGEConv(nn.Module):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, aggr={self.aggr})"
+
+
+def _leads(x_dst, x_src: Tensor, rows: int) -> bool:
+    """Whether ``x_dst`` is the first ``rows`` rows of ``x_src`` (itself, or a view of it at the same
+    place: what :class:`GraphSAGE` passes for a sampled block), so one op can take both."""
+    if x_dst is x_src:
+        return True
+    if not isinstance(x_dst, Tensor) or _is_sparse(x_dst) or x_dst.shape[0] != rows:
+        return False
+    same_base = x_dst._base is not None and (x_dst._base is x_src or x_dst._base is x_src._base)
+    return (same_base and x_dst.dtype == x_src.dtype and x_dst.shape[1:] == x_src.shape[1:]
+            and x_dst.stride() == x_src.stride() and x_dst.data_ptr() == x_src.data_ptr())
 
 
 def _spmm(adj: Adjacency, x: Tensor, format: str = "csr") -> Tensor:

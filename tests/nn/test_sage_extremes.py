@@ -50,10 +50,11 @@ def test_gradcheck_float64(reduce):
     assert torch.autograd.gradcheck(lambda x: spmm_reduce(INDPTR, INDICES, x, 50, reduce), (x,))
 
 
+@pytest.mark.parametrize("channels", [(8, 5), (5, 8)], ids=["projects-first", "aggregates-first"])
 @pytest.mark.parametrize("aggr", ["mean", "sum", "max", "min"])
-def test_sage_conv_equals_pyg_for_every_aggregation(aggr):
-    x = torch.randn(50, 8).relu()  # after a relu: ties at 0
-    ours, theirs = SAGEConv(8, 5, aggr=aggr), pyg.SAGEConv(8, 5, aggr=aggr)
+def test_sage_conv_equals_pyg_for_every_aggregation(aggr, channels):
+    x = torch.randn(50, channels[0]).relu()  # after a relu: ties at 0
+    ours, theirs = SAGEConv(*channels, aggr=aggr), pyg.SAGEConv(*channels, aggr=aggr)
     ours.load_state_dict(theirs.state_dict())
     x_ours, x_theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
     edges = EDGES[:, (EDGES[0] < 50) & (EDGES[1] < 50)]  # a graph of 50 nodes, 0 and 10 without neighbours
