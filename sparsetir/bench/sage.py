@@ -16,7 +16,9 @@ Contenders run interleaved: each epoch, every contender runs one epoch, in an or
 epoch. An epoch's time is the sum of its steps (``perf_counter``); ``median_ms`` is the median over
 the epochs after ``warmup``; ``compile_s`` is the first epoch's excess over that median (kernel
 compiles, ``torch.compile``, PyG's template generation), with sparsetir's kernel compile and
-conversion seconds beside it (``kernel_compile_s``). Test accuracy is measured after the last
+conversion seconds beside it (``kernel_compile_s``). After the timed epochs one more runs under
+``torch.profiler`` for ``epoch_split``: the shares of sparse ops, dense ops and the rest
+(``bench.epoch_split``). Test accuracy is measured after the last
 epoch with a full-graph forward pass. A graph without labels (any registry graph or generator
 spec that is not in ``sparsetir.data.node_classification``) gets seeded random features and
 labels: its rows carry times only (``labelled: false``, no accuracy).
@@ -193,6 +195,7 @@ class _Run:
     kernel_compile_s: float = 0.0
     eval_model: object = None
     accuracy: dict = field(default_factory=dict)
+    epoch_split: dict | None = None
 
 
 def _torch_csr(csr: sp.csr_matrix):
@@ -347,7 +350,6 @@ def _setup(run: _Run, graph: SageGraph, mode: str, settings: SageSettings, state
 def _train(graph: SageGraph, mode: str, settings: SageSettings, seed: int, runs: dict, log) -> float:
     """Interleaved training of every available run; returns the seconds spent sampling batches."""
     import torch  # noqa: PLC0415 - after the thread settings
-    import torch.nn.functional as F  # noqa: PLC0415 - after the thread settings
 
     from ..nn import NeighborSampler  # noqa: PLC0415 - after the thread settings
 
@@ -381,17 +383,7 @@ def _train(graph: SageGraph, mode: str, settings: SageSettings, seed: int, runs:
             run.model.train()
             started = time.perf_counter()
             try:
-                if mode == "full":
-                    run.optimizer.zero_grad(set_to_none=True)
-                    out = run.contender.forward(run.model, run.x, run.full)
-                    F.cross_entropy(out.index_select(0, train), train_labels).backward()
-                    run.optimizer.step()
-                else:
-                    for n_id, blocks, seeds in run.batches[epoch]:
-                        run.optimizer.zero_grad(set_to_none=True)
-                        out = run.contender.forward(run.model, _gather(run.rows, n_id), blocks)
-                        F.cross_entropy(out, labels.index_select(0, seeds)).backward()
-                        run.optimizer.step()
+                _epoch(run, mode, epoch, train, train_labels, labels)
             except Exception as error:  # recorded; the others go on
                 run.status, run.reason = "failed", f"epoch {epoch}: {type(error).__name__}: {error}"
                 continue
@@ -404,7 +396,42 @@ def _train(graph: SageGraph, mode: str, settings: SageSettings, seed: int, runs:
     for run in runs.values():
         if run.status == "ok":
             run.accuracy = _accuracy(run, graph, labels)
+            run.epoch_split = _profiled_epoch(run, mode, seed, settings, train, train_labels, labels, log)
     return sample_s
+
+
+def _epoch(run: _Run, mode: str, epoch: int, train, train_labels, labels) -> None:
+    """One training epoch of ``run``: the full graph in one step, or every batch of ``epoch``."""
+    import torch.nn.functional as F  # noqa: PLC0415 - after the thread settings
+
+    if mode == "full":
+        run.optimizer.zero_grad(set_to_none=True)
+        out = run.contender.forward(run.model, run.x, run.full)
+        F.cross_entropy(out.index_select(0, train), train_labels).backward()
+        run.optimizer.step()
+        return
+    for n_id, blocks, seeds in run.batches[epoch]:
+        run.optimizer.zero_grad(set_to_none=True)
+        out = run.contender.forward(run.model, _gather(run.rows, n_id), blocks)
+        F.cross_entropy(out, labels.index_select(0, seeds)).backward()
+        run.optimizer.step()
+
+
+def _profiled_epoch(run: _Run, mode: str, seed: int, settings: SageSettings, train, train_labels, labels, log):
+    """The epoch split (``bench.epoch_split``: sparse, dense and the rest) of one more epoch, run
+    under ``torch.profiler`` after the timed ones and the accuracy; None where it fails."""
+    import torch  # noqa: PLC0415 - after the thread settings
+
+    from .epoch_split import profile_epoch  # noqa: PLC0415 - with torch
+
+    epoch = settings.epochs - 1
+    torch.manual_seed(seed * 100_003 + epoch)
+    run.model.train()
+    try:
+        return profile_epoch(lambda: _epoch(run, mode, epoch, train, train_labels, labels))
+    except Exception as error:  # the times stand without it
+        log(f"  epoch split of {run.contender!r}: {type(error).__name__}: {error}")
+        return None
 
 
 def _accuracy(run: _Run, graph: SageGraph, labels) -> dict:
@@ -430,7 +457,7 @@ def _finish(graph, dataset, mode, name, seed, run: _Run, settings, sample_s, pro
                    first_epoch_s=run.epoch_s[0], compile_s=max(0.0, run.epoch_s[0] - median),
                    kernel_compile_s=run.kernel_compile_s if isinstance(run.contender, SparsetirSage) else None,
                    setup_s=run.setup_s, sample_s=sample_s, test_acc=accuracy["test"], val_acc=accuracy["val"],
-                   batches=len(run.batches[0]) if run.batches else None)
+                   batches=len(run.batches[0]) if run.batches else None, epoch_split=run.epoch_split)
 
 
 def _record(dataset, mode, contender, seed, graph, settings, *, status, reason=None, provenance=None, **fields) -> dict:
@@ -463,7 +490,7 @@ def _record(dataset, mode, contender, seed, graph, settings, *, status, reason=N
         "settings": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(settings).items()},
         "epoch_s": None, "median_ms": None, "mean_ms": None, "first_epoch_s": None, "compile_s": None,
         "kernel_compile_s": None, "setup_s": None, "sample_s": None, "test_acc": None, "val_acc": None,
-        "batches": None,
+        "batches": None, "epoch_split": None,
     })
     record.update(fields)
     for key in ("median_ms", "mean_ms", "compile_s"):
@@ -484,8 +511,11 @@ def summary(records: list[dict]) -> str:
     for r in records:
         if r["status"] == "ok":
             accuracy = f"test acc {r['test_acc']:.3f}" if r["test_acc"] is not None else "time only"
+            split = r.get("epoch_split")
+            shares = (f"  sparse {split['sparse']:.0%} dense {split['dense']:.0%} rest {split['rest']:.0%}"
+                      if split else "")
             lines.append(f"  {r['dataset']:<12} {r['mode']:<9} seed {r['seed']} {r['contender']:<20} "
-                         f"{r['median_ms']:9.1f} ms/epoch  compile {r['compile_s']:6.2f} s  {accuracy}")
+                         f"{r['median_ms']:9.1f} ms/epoch  compile {r['compile_s']:6.2f} s  {accuracy}{shares}")
         else:
             lines.append(f"  {r['dataset']:<12} {r['mode']:<9} seed {r['seed']} {r['contender']:<20} {r['reason']}")
     return "\n".join(lines)

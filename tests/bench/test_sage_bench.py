@@ -24,6 +24,10 @@ def test_every_contender_trains_the_same_model_from_the_same_weights():
         assert len(record["epoch_s"]) == 4 and record["median_ms"] > 0 and record["compile_s"] >= 0
         assert record["labelled"] and record["provenance"]["loadavg"]
     assert ok["sparsetir"]["kernel_compile_s"] is not None and ok["pyg-csr"]["kernel_compile_s"] is None
+    for name, record in ok.items():  # one profiled epoch each: sparse, dense and the rest
+        split = record["epoch_split"]
+        assert split["sparse"] > 0 and split["dense"] > 0, name  # DGL's SpMM too (labelled while profiled)
+        assert split["sparse"] + split["dense"] + split["rest"] == pytest.approx(1.0, abs=1e-3)
 
 
 def test_mini_batches_a_time_only_graph_and_an_unavailable_one():

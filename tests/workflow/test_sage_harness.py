@@ -61,3 +61,15 @@ def test_bad_sage_settings_are_refused_before_any_job(change, message):
 def test_every_config_that_runs_sage_passes_the_checks():
     for name in ("default.yaml", "smoke.yaml", "full.yaml"):
         check_sage_config(yaml.safe_load((CONFIGS / name).read_text())["sage"])
+
+
+def test_the_epoch_split_is_a_section_of_the_table_with_the_mean_over_seeds():
+    records = [_record("sparsetir", 50.0, 0.8, seed) | {"epoch_split": {"sparse": 0.1 + 0.1 * seed, "dense": 0.5,
+                                                                         "rest": 0.4 - 0.1 * seed}} for seed in range(2)]
+    records += [_record("dgl", 80.0, 0.8), _record("pyg-csr", 90.0, 0.8)]  # older records: no split
+    table = summary_frame(records).set_index("contender")
+    assert table.loc["sparsetir", "sparse_share"] == pytest.approx(0.15)
+    assert table.loc["sparsetir", "rest_share"] == pytest.approx(0.35)
+    text = markdown(summary_frame(records), {"full": 1.5})
+    section = text.split("## Epoch split")[1]
+    assert "15%" in section and "50%" in section and "35%" in section and "--" in section  # dgl has none

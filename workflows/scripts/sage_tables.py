@@ -3,7 +3,8 @@
 One row per (mode, dataset, contender), over the seeds: ms per epoch (the median over seeds of
 each run's median epoch after warm-up, with the mean beside it), the speedup over the best of
 PyG and DGL on that (mode, dataset), compile seconds (first epoch's excess over the median;
-sparsetir's kernel compile and conversion seconds beside it), and test accuracy (mean and
+sparsetir's kernel compile and conversion seconds beside it), the epoch split (the shares of
+sparse ops, dense products and the rest of one profiled epoch), and test accuracy (mean and
 standard deviation over seeds) with, for sparsetir rows on a labelled graph, whether it lies
 within one standard deviation of PyG's (the fastest PyG variant's). The Markdown gives the
 geometric mean speedup of each sparsetir contender per mode against its target, the machine's
@@ -38,6 +39,15 @@ def is_baseline(contender: str) -> bool:
     return contender.startswith(BASELINE_PREFIXES)
 
 
+SPLIT = ("sparse", "dense", "rest")
+
+
+def _split_shares(ok: pd.DataFrame) -> dict:
+    """The mean over seeds of each share of the profiled epoch (``epoch_split``; NaN where none)."""
+    splits = [r for r in ok.get("epoch_split", pd.Series(dtype=object)) if isinstance(r, dict)]
+    return {f"{kind}_share": float(np.mean([r[kind] for r in splits])) if splits else math.nan for kind in SPLIT}
+
+
 def summary_frame(records: list[dict]) -> pd.DataFrame:
     """One row per (mode, dataset, contender) over the seeds (see the module docstring)."""
     rows = []
@@ -65,6 +75,7 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
             # every seed's timed epochs in seed order (the seeds' rounds pair up across contenders)
             "samples_s": [x for stats in ok.get("stats", pd.Series(dtype=object)) if isinstance(stats, dict)
                           for x in stats.get("samples") or []],
+            **_split_shares(ok),
             "loadavg_1min": float(np.mean([r["provenance"]["loadavg"][0] for r in group.to_dict("records")
                                            if r.get("provenance", {}).get("loadavg")])) if len(group) else math.nan,
         }
@@ -173,6 +184,15 @@ def markdown(table: pd.DataFrame, targets: dict) -> str:
     if not compile_rows.empty:
         parts += ["## Compile seconds (first epoch's excess over the median; sparsetir's kernel compiles)", "",
                   compile_rows.round(3).to_markdown(index=False), ""]
+    split_columns = [f"{kind}_share" for kind in SPLIT]
+    if not table.empty and all(c in table for c in split_columns) and table[split_columns].notna().any().any():
+        shares = table[(table["status"] == "ok")][["mode", "dataset", "contender", *split_columns]].copy()
+        for column in split_columns:
+            shares[column] = shares[column].map(lambda v: f"{v:.0%}" if np.isfinite(v) else "--")
+        parts += ["## Epoch split (one profiled epoch: sparse ops, dense products, the rest)", "",
+                  "The Amdahl limit beside the speedup: a faster sparse kernel gains at most 1 / (1 - sparse share). "
+                  "Classified by operator (sparsetir.bench.epoch_split); PyG's gather along the edges falls in the "
+                  "rest.", "", shares.to_markdown(index=False), ""]
     unlabelled = table[table["labelled"] == False]["dataset"].unique()  # noqa: E712
     if len(unlabelled):
         parts += [f"Random features and labels (times only, no accuracy): {', '.join(unlabelled)}.", ""]
