@@ -259,11 +259,12 @@ def gat_two_layers(conv, dims: dict):
                             dropout=dims["dropout"])])
 
 
-def gat_forward(model, structure, x, dropout: float):
-    """Dropout, layer 1, ELU, dropout, layer 2 (``sparsetir.bench.gat``'s model)."""
-    h = torch.nn.functional.dropout(x, p=dropout, training=model.training)
+def gat_forward(model, structure, x, dropout: float, drop=torch.nn.functional.dropout):
+    """Dropout, layer 1, ELU, dropout, layer 2 (``sparsetir.bench.gat``'s model); ``drop(x, p, training)``: the
+    dropout function (torch's; sparsetir's contender passes ``sparsetir.nn.dropout``, the same distribution)."""
+    h = drop(x, p=dropout, training=model.training)
     h = torch.nn.functional.elu(model.convs[0](h, structure))
-    h = torch.nn.functional.dropout(h, p=dropout, training=model.training)
+    h = drop(h, p=dropout, training=model.training)
     return model.convs[1](h, structure)
 
 

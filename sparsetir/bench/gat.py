@@ -14,6 +14,9 @@ The nodes are split at random (seeded), 60/20/20, as the GraphSAGE benchmark spl
 Bag-of-words features (density below 10%: coauthor_cs) reach sparsetir's contender as a torch
 sparse CSR tensor (``SparsetirGAT(sparse_features="auto")``): its first projection is an SpMM and
 the input dropout drops stored values only; the baselines get the dense matrix, as their layers take.
+sparsetir's dropouts (input, hidden, attention) are ``sparsetir.nn.dropout``: torch's distribution, the
+CPU mask drawn by numpy's PCG64 in one pass (torch's ``bernoulli_`` was most of the epoch); the
+baselines use torch's.
 
 Every contender (``sparsetir``; the baselines the libraries declare for the family ``gat``,
 ``baselines.variants("gat")``: PyG ``GATConv``, DGL ``GATConv``) starts from one initial
@@ -114,17 +117,19 @@ class SparsetirGAT:
     def forward(self, model, structure, x):
         from baselines.pyg import gat_forward  # noqa: PLC0415 - the model's one definition
 
+        from ..nn.dropout import dropout  # noqa: PLC0415 - torch's distribution, PCG64's mask on the CPU
+
         structure, sparse_x = structure
         if sparse_x is None:
-            return gat_forward(model, structure, x, self.dropout)
+            return gat_forward(model, structure, x, self.dropout, drop=dropout)
         import torch  # noqa: PLC0415 - after the thread settings
         import torch.nn.functional as F  # noqa: PLC0415
 
-        values = F.dropout(sparse_x.values(), p=self.dropout, training=model.training)
+        values = dropout(sparse_x.values(), p=self.dropout, training=model.training)
         dropped = torch.sparse_csr_tensor(sparse_x.crow_indices(), sparse_x.col_indices(), values,
                                           size=sparse_x.shape)
         h = F.elu(model.convs[0](dropped, structure))  # the input dropout done: the rest as gat_forward
-        h = F.dropout(h, p=self.dropout, training=model.training)
+        h = dropout(h, p=self.dropout, training=model.training)
         return model.convs[1](h, structure)
 
 

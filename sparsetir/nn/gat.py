@@ -28,12 +28,12 @@ import weakref
 from collections import OrderedDict
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..ops.edge_softmax import edge_softmax_aggregate
 from ..runtime.edge_softmax import with_self_loops
 from .adjacency import as_adjacency
+from .dropout import dropout
 from .sage import _is_sparse, _sparse_matmul
 
 __all__ = ["GATConv"]
@@ -179,7 +179,7 @@ class GATConv(nn.Module):
         a_dst = (h_dst * self.att_dst).sum(dim=-1) if h_dst is not None else h_src.new_zeros((num_targets, H))
         mask = None
         if self.dropout > 0.0 and self.training:
-            mask = F.dropout(h_src.new_ones((indices.shape[0], H)), p=self.dropout, training=True)
+            mask = dropout(h_src.new_ones((indices.shape[0], H)), p=self.dropout, training=True)
         out, alpha = edge_softmax_aggregate(indptr, indices, h_src.contiguous(), a_src.contiguous(), a_dst.contiguous(),
                                             negative_slope=self.negative_slope, mask=mask, target=self.target)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
