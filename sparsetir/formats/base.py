@@ -31,6 +31,11 @@ Capabilities (override what applies; the defaults suit a format that needs none)
 ``slot_keys(device)``, ``bind(matrix, value_buffers, device)``, ``sizes(matrix)``
     The rule suffixes with the key of their value array, the kernel parameters holding the
     structure (and values), and the size variables.
+``padded``
+    Whether its value arrays hold padding slots. Then ``convert`` writes -0.0 into them (a stored
+    zero becomes +0.0) and its rules pass ``padded=True`` to ``make_rule``, so a reduction reading
+    them skips padding (``sparsetir.ir.padding``): a NaN in the dense operand reaches only the rows
+    that store its column, as in ``torch.sparse.mm``.
 ``rows_disjoint() -> bool``
     Whether the sub-formats write disjoint output rows (one parallel region is then race-free).
 ``tuning_candidates(matrix, op, device) -> list[str]`` (classmethod)
@@ -52,7 +57,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..runtime.slot_layout import mark_padding
 from .matrix import cast_values, read_sparse_input
+from .slots import SlotMatrix
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,7 @@ class Format:
     tuning_order = 100
     tuning_devices: tuple = ("cpu", "cuda")
     rewrites = True  # False only for the format the ops are written over (CSR)
+    padded = False  # value arrays with padding slots (ir.padding): -0.0 there, and rules made padded=True
 
     def __init__(self, *args, **kwargs):
         """The parameters, by position or name, in the order of ``fields``; each checked."""
@@ -181,7 +189,11 @@ class Format:
         """Host arrays of ``A`` (scipy sparse, torch sparse or ``CSRMatrix``) in this format."""
         canonical = read_sparse_input(A, canonical=True)
         values = cast_values(canonical.values, dtype)
-        return self._build(canonical, values, index_dtype)
+        matrix = self._build(canonical, values, index_dtype)
+        if self.padded and isinstance(matrix, SlotMatrix):  # padding slots hold -0.0, which the kernels skip
+            for slots in matrix.slot_arrays().values():
+                mark_padding(slots.values, slots.csr_position)
+        return matrix
 
     def _build(self, canonical, values: np.ndarray, index_dtype: str):
         raise NotImplementedError(f"{type(self).__name__} does not implement _build")

@@ -94,6 +94,7 @@ class BlockFormat(Format):
     """What BSR and DBSR share: one parameter, the block size (>= 1), and the block structure."""
 
     fields = (Field("block", default=16),)
+    padded = True
 
     def block_rows_axis(self, source):
         """The axis of block rows (its name is ``I_<format name>``)."""
@@ -110,7 +111,7 @@ class BlockFormat(Format):
         inner_cols = dense_fixed(f"JI_{suffix}", b, idtype=source.idtype)
         loops = (block_rows, block_cols, inner_rows, inner_cols)
         return [make_rule(source, suffix, loops, "rcrc", lambda v: {
-            rows: v[block_rows] * b + v[inner_rows], cols: v[block_cols] * b + v[inner_cols]})]
+            rows: v[block_rows] * b + v[inner_rows], cols: v[block_cols] * b + v[inner_cols]}, padded=True)]
 
     def slot_keys(self, device: str = "cpu") -> list:
         return [(self.name, "blocks")]

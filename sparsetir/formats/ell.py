@@ -56,6 +56,7 @@ class ELL(Format):
     name = "ell"
     fields = (Field("width", default=None),)
     tuning_order = 20
+    padded = True
 
     def resolve(self, A) -> ELL:
         """``ELL(width)`` with the maximum degree of ``A`` filled in (unchanged when already set)."""
@@ -99,7 +100,7 @@ class ELL(Format):
         together = device == "cuda"  # one launch: the parts race on shared rows
         return [
             make_rule(source, "ell", (rows, ell), "rc", lambda v: {rows: v[rows], cols: v[ell]},
-                      atomic=together, covers_output=not together),
+                      atomic=together, covers_output=not together, padded=True),
             make_rule(source, "rem", (rows, rem), "rc", lambda v: {rows: v[rows], cols: v[rem]}, atomic=together),
         ]
 

@@ -101,6 +101,7 @@ class Hyb(Format):
     fields = (Field("col_parts", default=1), Field("buckets", "ints", default=None, item="bucket width",
                                                             check=lambda widths: checked_buckets(widths)))
     tuning_order = 30
+    padded = True
     # On the CPU hyb loses to plain CSR: 0.74-1.00x of CSR in the reference run, and 0.27-0.60x of it
     # on dblp and amazon_cs at F=64 (2 threads); its buckets pay padding and more passes over C with
     # no coalescing to gain. So the CPU search space leaves it out; "hyb" still compiles there by name.
@@ -220,7 +221,7 @@ class Hyb(Format):
                 loops, roles = (row_ids, slots), "rc"
             atomic = device == "cuda" and (col_parts > 1 or last)
             rules.append(make_rule(source, suffix, loops, roles, lambda v, r=row_ids, s=slots: {rows: v[r], cols: v[s]},
-                                   atomic=atomic, owns_rows=owns_rows))
+                                   atomic=atomic, owns_rows=owns_rows, padded=True))
         return rules
 
     def slot_keys(self, device: str = "cpu") -> list:

@@ -55,6 +55,7 @@ class SRBCRS(Format):
     name = "srbcrs"
     fields = (Field("t", doc="rows per tile"), Field("g", doc="columns per group"))
     ops = ("spmm",)
+    padded = True
 
     def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str) -> SRBCRSMatrix:
         t, g = self.t, self.g
@@ -97,7 +98,7 @@ class SRBCRS(Format):
         tile_rows = dense_fixed("R_sr", t, idtype=source.idtype)
         return [make_rule(source, "sr", (tiles, groups, tile_rows, group_cols), "rcrc",
                           lambda v: {rows: v[tiles] * t + v[tile_rows], cols: v[group_cols]},
-                          layout=(tiles, groups, group_cols, tile_rows))]
+                          layout=(tiles, groups, group_cols, tile_rows), padded=True)]
 
     def slot_keys(self, device: str = "cpu") -> list:
         return [("sr", "groups")]

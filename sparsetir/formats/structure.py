@@ -36,14 +36,17 @@ class SourceAxes:
 
 
 def make_rule(source: SourceAxes, suffix: str, loops, roles: str, coordinates, *, layout=None,
-              atomic: bool = False, covers_output: bool = False, owns_rows: bool = False) -> FormatRewriteRule:
+              atomic: bool = False, covers_output: bool = False, owns_rows: bool = False,
+              padded: bool = False) -> FormatRewriteRule:
     """A rule whose loops play the row ("r") or column ("c") role given by ``roles``; every
-    source buffer gets a counterpart ``<name>_<suffix>`` over ``layout`` (default: the loops)."""
+    source buffer gets a counterpart ``<name>_<suffix>`` over ``layout`` (default: the loops).
+    ``padded``: the sub-format's value arrays hold padding slots (``ir.padding``: reductions skip them)."""
     kinds = "".join(source.row_kind if role == "r" else source.col_kind for role in roles)
     layout = tuple(loops) if layout is None else tuple(layout)
     buffers = {b: SparseBuffer(f"{b.name}_{suffix}", layout, b.dtype) for b in source.buffers}
     return FormatRewriteRule(suffix, (source.rows, source.cols), tuple(loops), kinds, buffers, coordinates,
-                             atomic=atomic, covers_output=covers_output, owns_rows=owns_rows)
+                             atomic=atomic, covers_output=covers_output, owns_rows=owns_rows,
+                             padded=padded)
 
 
 def value_params(value_buffers, suffix: str, values) -> dict:

@@ -2,7 +2,9 @@
 
 A format splits A's non-zeros over several value arrays (ELL part and remainder, hyb
 buckets, blocks), with padding. For each such kernel parameter this keeps the CSR
-position of every slot (-1 for padding), shaped like the parameter.
+position of every slot (-1 for padding), shaped like the parameter. A floating padding slot
+holds -0.0 and a stored zero +0.0 (:func:`mark_padding`): the kernels skip a slot holding -0.0
+(``sparsetir.ir.padding``), so a NaN in the dense operand never reaches a row through padding.
 """
 
 from __future__ import annotations
@@ -14,6 +16,16 @@ from .validate import numpy_dtype
 
 VALUES_PREFIX = "__values__"
 OUTPUTS_PREFIX = "__outputs__"
+
+
+def mark_padding(values: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """In place: -0.0 in the padding slots (``position < 0``) of a floating ``values``, and +0.0 for a
+    stored -0.0 (an output-invisible change: see ``sparsetir.ir.padding``); other dtypes unchanged."""
+    if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
+        return values
+    values[values == 0] = 0
+    values[np.broadcast_to(position, values.shape) < 0] = -0.0
+    return values
 
 
 class SlotLayout:
@@ -42,14 +54,14 @@ class SlotLayout:
                 raise ValueError(f"{name}: the {kind} layout does not hold every one of the {self.nnz} entries once")
 
     def scatter_values(self, values, dtype) -> dict:
-        """CSR-ordered ``values`` spread over the value parameters (padding gets 0)."""
+        """CSR-ordered ``values`` spread over the value parameters (padding gets -0.0: :func:`mark_padding`)."""
         host = values if isinstance(values, np.ndarray) else values.detach().cpu().numpy()
         spread = {}
         for name, position in self.values.items():
             array = np.zeros(position.shape, dtype=numpy_dtype(dtype))
             stored = position >= 0
             array[stored] = host[position[stored]]
-            spread[name] = array
+            spread[name] = mark_padding(array, position)
         return spread
 
     def gather_outputs(self, outputs: dict, out) -> None:

@@ -5,7 +5,8 @@ given by a load from a 1-D index input ``X`` at a position ``e`` that grows with
 ``p`` (SpMM's ``B[J_indices[J_indptr[vi] + j], k]``, an ELL's ``B[J_indices[vi * 8 + j], k]``,
 SDDMM's ``Y[J_indices[J_indptr[vi] + j], k]``). Both are parameters and nothing writes them.
 The rule is structural: buffer names and formats play no part. Loads under a condition (a block
-predicate, an ``if``, a select) are left alone, since their position may be out of range there.
+predicate, an ``if``, a select) are left alone, since their position may be out of range there,
+except under a padded format's guard (``ir.padding.guard_padding``), whose loads are all in range.
 
 For the innermost loop ``p`` that ``e`` depends on (``e`` uses no variable defined under ``p``,
 reads only inputs, and ``e(p + d) - e(p)`` simplifies to a positive constant), the body of ``p`` starts with a
@@ -38,6 +39,8 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, sym, tirx
 from tvm.ir.expr import TensorLoad
+
+from ..ir.padding import is_padding_guard
 
 PREFETCH_INTRIN = "llvm.prefetch"
 CACHE_LINE_BYTES = 64
@@ -137,7 +140,7 @@ def _gathers(loop, readonly) -> list[_Gather]:
             inner[inner_loop.loop_var] = _substitute(inner_loop.min, scope)
 
         def on_call(call):
-            guarded = getattr(call.op, "name", None) == "tirx.if_then_else"
+            guarded = getattr(call.op, "name", None) == "tirx.if_then_else" and not is_padding_guard(call)
             return tvm_ffi.WalkResult.SKIP if guarded or is_prefetch(call) else None
 
         def on_load(load):

@@ -34,7 +34,8 @@ from tvm import tirx
 from tvm.ir.expr import TensorLoad
 
 from ..ir import FusedAxis, SparseBuffer, SparseFunction, SparseIteration, SparseStore, sparse_iteration
-from ..ir.iteration import OUTPUT, WRITTEN
+from ..ir.iteration import OUTPUT, WRITTEN, reducer_identity
+from ..ir.padding import guard_padding, is_floating
 from .select_iteration import select_iteration
 
 
@@ -47,7 +48,8 @@ class FormatRewriteRule:
     ``covers_output``: its row loop is the source row axis itself, so it may initialise
     outputs the other sub-formats accumulate into. ``owns_rows``: it alone writes the rows
     it lists; when every rule owns its rows (together covering each row once), each
-    initialises its own rows and no fill is needed.
+    initialises its own rows and no fill is needed. ``padded``: its value buffers have padding
+    slots (``ir.padding``), so a reduction that reads one skips them.
     """
 
     name: str
@@ -59,6 +61,7 @@ class FormatRewriteRule:
     atomic: bool = False
     covers_output: bool = False
     owns_rows: bool = False
+    padded: bool = False
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -164,12 +167,31 @@ def _rewrite_iteration(it: SparseIteration, rule: FormatRewriteRule, init, init_
             target, indices = replacement_access(store.buffer, list(store.indices))
         else:
             target, indices = store.buffer, [rewrite(i) for i in store.indices]
-        stores.append(SparseStore(target, tuple(indices), rewrite(store.value), store.reducer))
+        value = rewrite(store.value)
+        if rule.padded and store.accumulate and store.buffer not in rule.buffers:
+            value = _skip_padding(value, store, rule)
+        stores.append(SparseStore(target, tuple(indices), value, store.reducer))
     buffers = [rule.buffers.get(b, b) for b in it.buffers]
     return SparseIteration(f"{it.name}_{rule.name}", new_groups, kinds, iter_vars, stores, init,
                            list(dict.fromkeys(buffers)),
                            atomic=it.atomic or (rule.atomic and bool(shared_outputs(it, rule))),
                            init_scope=init_scope, accum_dtype=it.accum_dtype)
+
+
+def _skip_padding(value, store, rule: FormatRewriteRule):
+    """``value`` guarded to contribute the reducer's identity for a padding slot of the first padded
+    floating value buffer it reads (``ir.padding``); unchanged when it reads none."""
+    views = {b.coordinate_view: b for b in rule.buffers.values() if is_floating(b.dtype)}
+    slots = []
+
+    def on_load(load):
+        if load.source in views and not slots:
+            slots.append(load)
+
+    tvm_ffi.structural_walk(value, [(TensorLoad, on_load)])
+    if not slots:
+        return value
+    return guard_padding(value, slots[0], reducer_identity(store.reducer, views[slots[0].source].dtype))
 
 
 def shared_outputs(it: SparseIteration, rule: FormatRewriteRule) -> list:

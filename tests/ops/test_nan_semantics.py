@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from sparsetir import ops
+from sparsetir import compile_spmm, ops
 from sparsetir.formats.relational import read_relational_input
 from sparsetir.reference.conv import conv_reference
 from sparsetir.reference.rgms import rgms_reference
@@ -114,13 +114,21 @@ def test_spmm_nan_in_the_values_reaches_only_its_row():
     same_non_finite(ops.spmm(A, B), expected)
 
 
-@pytest.mark.xfail(strict=True, reason="padded formats multiply a padding slot's 0 by B's row: a NaN/Inf there "
-                                       "reaches rows that do not depend on it (docs/nan-semantics.md)")
-def test_spmm_in_a_padded_format_propagates_exactly_as_torch_sparse_mm():
+@pytest.mark.parametrize("fmt", ["ell", "ell:2", "bsr:4", "dbsr:4", "srbcrs:4:4", "hyb", "hyb:2:1,2,4"])
+def test_spmm_in_a_padded_format_propagates_exactly_as_torch_sparse_mm(fmt):
+    # a padding slot (value 0) points at a real row of B (ELL: column 0; a block: each of its columns), so
+    # multiplying it gave NaN/Inf in rows that do not store that column; padding holds -0.0 and is skipped
     A = _matrix()
+    A.data[3] = -0.0  # a stored -0.0 is an entry, not padding: 0 * nan is nan there
     B = np.random.default_rng(1).standard_normal((30, 8)).astype(np.float32)
     B[0, :] = np.nan
-    same_non_finite(ops.spmm(A, B, format="ell"), torch.sparse.mm(_torch_csr(A), torch.from_numpy(B)).numpy())
+    B[4, 2], B[A.indices[3], 1] = np.inf, np.nan
+    expected = torch.sparse.mm(_torch_csr(A), torch.from_numpy(B)).numpy()
+    same_non_finite(ops.spmm(A, B, format=fmt), expected)
+    kernel = compile_spmm(A, 8, format=fmt)  # new values at run time keep the padding apart too
+    values = A.data[::-1].copy()
+    values[5] = -0.0
+    same_non_finite(kernel(B, values=values), torch.sparse.mm(_torch_csr(A, values), torch.from_numpy(B)).numpy())
 
 
 @pytest.mark.parametrize("fmt", ["csr", "bsr:4", "ell"])
