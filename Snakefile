@@ -36,10 +36,7 @@ rule all:
 include: "workflows/rules/data.smk"
 include: "workflows/rules/bench.smk"
 include: "workflows/rules/aggregate.smk"
-for family_rules in FAMILY_RULES:  # one file per op family (attention, conv, rgcn, sage) once it exists
-
-    include: family_rules
-
+include: "workflows/rules/families.smk"  # every registered family's rules
 
 include: "workflows/rules/training.smk"
 include: "workflows/rules/pending.smk"

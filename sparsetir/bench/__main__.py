@@ -1,8 +1,7 @@
 """One command line for every experiment family: ``python -m sparsetir.bench <family> [options]``.
 
-    python -m sparsetir.bench rgcn --dataset aifb --format default --format auto
-    python -m sparsetir.bench conv --cloud lidar:20000 --layer 32:64:2@0 --no-network
-    python -m sparsetir.bench <family> --help         # the family's own options
+    python -m sparsetir.bench <family> --help                      # the family's own options
+    python -m sparsetir.bench <family> --format default --format auto  # its heuristic against the tuner's pick
 
 The options every family shares (contenders, timing, threads, seed, ``--json``) are parsed here;
 a family adds its own (``Family.add_arguments``) and runs its cases (``Family.main``). Spin limits

@@ -140,7 +140,7 @@ def _fma_rate(torch, timing: TimingPolicy) -> float:
 
 
 def measure_peak_rates(timing: TimingPolicy, *, threads: int | None = None) -> dict:
-    """The two rates the conv and R-GCN tables compare against, measured as :func:`measure_machine` does:
+    """The two rates the families' tables compare against, measured as :func:`measure_machine` does:
     ``{"fma_flops", "copy_bytes_per_s", "threads"}`` (a float32 1024^3 ``mm`` and a copy of 2x LLC, all threads)."""
     import torch  # noqa: PLC0415 - the harness has torch; the compiler layers do not need it
 

@@ -58,7 +58,7 @@ def format_option(value) -> str | None:
 class Contender:
     """A named way to run a family's case: ``factory(inputs) -> run`` (None when unavailable, with ``reason``).
 
-    ``forms`` holds a factory per other input form of the family (conv's ``"network"``); ``probe`` says
+    ``forms`` holds a factory per other input form of the family (e.g. a whole network beside its layers); ``probe`` says
     how a fresh process rebuilds it (``{"format": ...}`` or ``{"baseline": name}``; None: it cannot);
     ``kind`` is ``"sparsetir"`` or ``"baseline"``; ``variant`` what was built (set by the check)."""
 
@@ -81,8 +81,10 @@ class Family:
     name: str = ""
     op: str = ""
     title: str = ""
+    #: the paper's experiment in one line (a pending target's tables say it)
+    description: str = ""
     baseline_key: str | None = None
-    #: other input forms -> the baselines' key of their variants (conv: {"network": "conv-network"})
+    #: other input forms -> the baselines' key of their variants (e.g. {"network": "<family>-network"})
     form_keys: Mapping[str, str] = {}
     default_tune_budget_s: float | None = None
     #: what a build failure's reason starts with (the status follows from it: ``case_runner.status_of``)
@@ -208,7 +210,7 @@ class Family:
 
         A contender that is unavailable, fails to build or to run, or whose output differs from the
         reference beyond its tolerance keeps no ``run``: it is never timed, and its row says why
-        (``row.extra`` holds what the comparison found, e.g. conv's ``wrong_rows``)."""
+        (``row.extra`` holds what the comparison found, e.g. how many rows are wrong)."""
         rows = []
         for contender in contenders:
             row = Row(contender.name, "compile" if contender.kind == SPARSETIR else "conversion")
@@ -305,6 +307,19 @@ class Family:
             except ValueError as error:
                 raise ValueError(f"config {self.name}.{key}: {error}") from None
 
+    def data_needs(self, section: Mapping) -> list[tuple[str, tuple, str, str]]:
+        """The real datasets the config section reads, asked before any job (``workflows/scripts/data_preflight.py``):
+        ``(name, registry files, user, label)`` each; generated inputs need none (default: none)."""
+        return []
+
+    def registry_needs(self, names, user: str | None = None) -> list[tuple[str, tuple, str, str]]:
+        """:meth:`data_needs` of the registry's datasets among ``names`` (the others are generated)."""
+        from ..data import entry  # noqa: PLC0415
+        from ..data import names as registered  # noqa: PLC0415
+
+        known = set(registered())
+        return [(name, entry(name).files, user or self.name, name) for name in names if name in known]
+
     def workflow_unavailable(self, case: Mapping, settings: Mapping) -> list[dict] | None:
         """The records of a case no data route provides, found before torch or TVM load (None: it can run)."""
         return None
@@ -314,6 +329,51 @@ class Family:
         """Run one workflow case (``case``: the rule's case keywords, ``settings``: the config section,
         ``timing``: the policy) with the threads already set; its records (``workflows/scripts/family_case.py``)."""
         raise NotImplementedError(f"family {self.name!r} has no workflow case step")
+
+    # ------------------------------------------------------------ the workflow's rules (workflows/rules/families.smk)
+
+    #: how the workflow runs the family: ``"cases"`` (a job per case, then tables and figures), ``"training"``
+    #: (``workflows/rules/training.smk``'s rules over the section), None: the family has no workflow target
+    workflow: str | None = None
+    #: the case job is the rule ``<family>_<case_step>``; it writes ``<family>/<case_folder>/<case>.json``
+    case_step = "case"
+    case_folder = "records"
+    #: a one-thread job per case, the rule ``<family>_<finish_step>``, that turns ``<case_folder>/<case>.json``
+    #: into ``records/<case>.json`` (:meth:`workflow_finish`); None: the case job writes the records
+    finish_step: str | None = None
+    #: the case job runs ``timing.processes`` times, in fresh worker processes (``case_workers.run_step``)
+    case_in_workers = True
+    #: the figures the figure job draws: output name -> file under ``<family>/figures/``
+    figures: Mapping[str, str] = {}
+    #: training experiments a section's key enables: key -> experiment (their rules are training.smk's,
+    #: their results under ``<family>/<key>/``)
+    trainings: Mapping[str, str] = {}
+
+    def workflow_cases(self, settings: Mapping) -> dict[str, dict]:
+        """The case jobs of the config section ``settings``: file name (a slug) -> the case's keywords."""
+        raise NotImplementedError(f"family {self.name!r} declares no workflow cases")
+
+    def workflow_extras(self, settings: Mapping) -> dict[str, Mapping]:
+        """Jobs beside the cases, each the rule ``<family>_<name>`` writing ``records/<name>.json``
+        (:meth:`workflow_extra`): name -> its settings (none by default)."""
+        return {}
+
+    def workflow_extra(self, name: str, settings: Mapping, *, timing, device: str, seed: int, threads: int,
+                       say: Callable[[str], None]) -> list[dict]:
+        """Run the extra job ``name`` (:meth:`workflow_extras`); its records."""
+        raise NotImplementedError(f"family {self.name!r} has no extra job {name!r}")
+
+    def workflow_finish(self, records: list[dict], settings: Mapping) -> list[dict]:
+        """The finish step's records from one case's (:attr:`finish_step`)."""
+        return records
+
+    def report_module(self):
+        """The family's tables and figures: ``sparsetir.bench.report.families.<name>``, whose
+        ``workflow_tables(records, outputs, settings)`` and ``workflow_figures(csv, outputs)`` the
+        workflow's table and figure jobs call."""
+        import importlib  # noqa: PLC0415
+
+        return importlib.import_module(f"{__package__}.report.families.{self.name}")
 
     # ------------------------------------------------------------ the command line
 

@@ -5,7 +5,7 @@
 The model is the GAT paper's (Velickovic et al.; PyG's ``examples/gat.py``): dropout on the
 input features, a ``GATConv(in, hidden, heads)`` layer (``hidden`` 8 per head, 8 heads,
 concatenated), ELU, dropout, a ``GATConv(hidden * heads, classes, heads=1, concat=False)``
-layer; attention dropout in both (``dropout`` 0.6 everywhere), self-loops added, cross-entropy
+layer; dropout on the edge coefficients in both (``dropout`` 0.6 everywhere), self-loops added, cross-entropy
 on the training nodes, Adam (``lr`` 0.005, weight decay 5e-4; fused, for every contender). A
 labelled graph (``sparsetir.data.node_classification``: cora, amazon_cs, coauthor_cs, ...) has
 its own features and labels; any other registry graph (pubmed here has no labels) gets seeded
@@ -63,12 +63,12 @@ class GATSettings(TrainSettings):
     random_classes: int = 3
 
 
-def GATModel(conv, dims: dict):  # noqa: N802 - a model factory named like the class it builds
-    """The two layers in ``convs`` (``conv``: a GATConv class with PyG's arguments): the model's one
+def GATModel(layer, dims: dict):  # noqa: N802 - a model factory named like the class it builds
+    """The two layers in ``convs`` (``layer``: a GATConv class with PyG's arguments): the model's one
     definition, ``baselines.pyg.gat_two_layers``, as every contender builds it."""
     from baselines.pyg import gat_two_layers  # noqa: PLC0415 - the baselines load after the thread settings
 
-    return gat_two_layers(conv, dims)
+    return gat_two_layers(layer, dims)
 
 
 #: Input features below this density go to sparsetir's contender as a torch sparse CSR tensor (``"auto"``).

@@ -5,7 +5,6 @@ the device, writing records the attention tables read."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +21,8 @@ ATTENTION = {"seqs": [64], "masks": {"band": {"kind": "longformer", "window": 16
 
 
 def attention_tables():
-    """``workflows/scripts/attention_tables.py``, imported as Snakemake's scripts import it."""
-    scripts = str(Path(__file__).resolve().parents[2] / "workflows" / "scripts")
-    if scripts not in sys.path:
-        sys.path.insert(0, scripts)
-    import attention_tables as module
+    """The attention tables (``sparsetir.bench.report.families.attention``)."""
+    from sparsetir.bench.report.families import attention as module
 
     return module
 

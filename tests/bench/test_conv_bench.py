@@ -90,19 +90,17 @@ def test_the_network_runs_end_to_end(records):
 
 
 def test_tables_and_figure_are_written_from_the_records(records, tmp_path):
-    sys.path.insert(0, str(SCRIPTS))
-    import conv_figures
-    import conv_tables
-
     from sparsetir.bench.records import write_json_atomic
+    from sparsetir.bench.report.families import conv as report
 
     found, _ = records
     write_json_atomic(tmp_path / "records.json", found)
-    frame = conv_tables.main([tmp_path / "records.json"], tmp_path / "s.csv", tmp_path / "s.md", tmp_path / "s.tex")
+    frame = report.workflow_tables([tmp_path / "records.json"],
+                                   {"csv": tmp_path / "s.csv", "md": tmp_path / "s.md", "tex": tmp_path / "s.tex"}, {})
     assert set(frame["case"]) == {"layer", "network"}
     text = (tmp_path / "s.md").read_text()
     assert "## Kernel-map building" in text and "## End to end" in text and "target" in text
-    conv_figures.main(tmp_path / "s.csv", tmp_path / "f.png")
+    report.workflow_figures(tmp_path / "s.csv", {"figure": tmp_path / "f.png"})
     assert (tmp_path / "f.png").stat().st_size > 1000
 
 

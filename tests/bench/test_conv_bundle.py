@@ -5,7 +5,6 @@ writing records the conv tables read."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -62,11 +61,11 @@ def test_the_runner_checks_and_times_conv_candidates_and_baselines_with_the_runt
         assert found["torchsparse"]["status"] == "unavailable"
         assert found["spconv"]["status"] in ("ok", "wrong", "unavailable")  # spconv's threads: see baselines/conv.py
         assert found["sparsetir[csf]"]["conv"]["speedup_vs_best"] > 0
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workflows" / "scripts"))
-    import conv_tables
+    from sparsetir.bench.report.families import conv as report
 
-    frame = conv_tables.main([tmp_path / "out" / "records" / "conv" / "lidar-800-v0.3.json"], tmp_path / "s.csv",
-                             tmp_path / "s.md", tmp_path / "s.tex")  # the conv tables read the GPU host's records
+    frame = report.workflow_tables(  # the conv tables read the GPU host's records
+        [tmp_path / "out" / "records" / "conv" / "lidar-800-v0.3.json"],
+        {"csv": tmp_path / "s.csv", "md": tmp_path / "s.md", "tex": tmp_path / "s.tex"}, {})
     assert {"sparsetir[csf]", "sparsetir[relcsr]", "torch-gather-mm"} <= set(frame["contender"])
 
 

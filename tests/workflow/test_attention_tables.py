@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from attention_tables import write_tables
 from family_summary import write_family_summary
 
 from sparsetir.bench.families.attention import attention_case, prunedbert_case
 from sparsetir.bench.records import validate_record
+from sparsetir.bench.report.families.attention import write_tables
 from sparsetir.data import masks
 from sparsetir.timing import TimingPolicy
 

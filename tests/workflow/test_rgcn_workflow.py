@@ -10,12 +10,17 @@ import pandas as pd
 import pytest
 import yaml
 from family_case import check_family_config
-from rgcn_figures import inference_figure
-from rgcn_tables import markdown_report, rgcn_frame, target_lines, write_tables
 from workflow_runner import CONFIGS, run_snakemake
 
 from sparsetir.bench.case_runner import unavailable_records
 from sparsetir.bench.records import make_record
+from sparsetir.bench.report.families.rgcn import (
+    inference_figure,
+    markdown_report,
+    rgcn_frame,
+    target_lines,
+    write_tables,
+)
 
 DEFAULT = yaml.safe_load((CONFIGS / "default.yaml").read_text())
 

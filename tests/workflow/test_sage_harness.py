@@ -7,10 +7,12 @@ import copy
 
 import pytest
 import yaml
-from sage_tables import markdown, summary_frame, target_lines
-from sage_train import check_sage_config
 from workflow_runner import CONFIGS
 
+from sparsetir.bench.families.sage import FAMILY
+from sparsetir.bench.report.families.sage import markdown, summary_frame, target_lines
+
+check_sage_config = FAMILY.check_config
 DEFAULT = yaml.safe_load((CONFIGS / "default.yaml").read_text())["sage"]
 
 

@@ -4,7 +4,8 @@ import sys
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflows" / "scripts"))
 from cluster_preflight import check_slurm_run
-from harness_config import FAMILIES, cases, check_config, dataset_names, dataset_slug, pending_families, uses_tuning
+from harness_config import (FAMILIES, cases, check_config, dataset_names, dataset_slug, pending_families, uses_tuning,
+                            workflow_families)
 from sparsetir.bench.report.document import config_hash
 
 check_config(config, workflow.config_settings.configfiles)  # also resolves results and data.mirror "auto"
@@ -38,13 +39,12 @@ CONFIG_HASH = config_hash(config)
 DATASETS = dataset_names(config)  # slug -> registry name or generator spec
 BENCH_EXPERIMENTS = tuple(config["experiments"])
 ALL_EXPERIMENTS = BENCH_EXPERIMENTS + FAMILIES
-# A family's rules file (workflows/rules/families/<name>.smk) adds name -> function returning its
-# target files; the Snakefile includes every family file before targets.smk makes the targets.
+# families.smk adds family -> function returning its target files, for every registered family with a
+# workflow (Family.workflow) and a config section; the Snakefile includes it before targets.smk makes the targets.
 FAMILY_TARGETS = {}
-# experiment -> {"folder", "section", "datasets"}: the training experiments a family file registers (training.smk)
+# experiment -> {"folder", "section", "datasets"}: the training experiments families.smk registers (training.smk)
 TRAINING = {}
-FAMILY_RULES = sorted((Path(workflow.basedir) / "workflows" / "rules" / "families").glob("*.smk"))
-PENDING_EXPERIMENTS = pending_families(config, {path.stem for path in FAMILY_RULES})
+PENDING_EXPERIMENTS = pending_families(config, workflow_families())
 
 
 def record_paths(experiment):

@@ -1,5 +1,5 @@
-# Experiments later issues fill (block-sparse attention, sparse convolution, RGCN, GraphSAGE).
-# Until then each target writes tables that say "not implemented yet", with no numbers.
+# Experiment families a config leaves out, or whose declaration has no workflow yet: each target
+# writes tables that say "not implemented yet", with no numbers.
 
 
 if PENDING_EXPERIMENTS:

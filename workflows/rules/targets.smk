@@ -1,5 +1,5 @@
-# One target per experiment (snakemake spmm, ..., rgcn), made after every rules file is included,
-# so the op families' files (rules/families/*.smk) have filled FAMILY_TARGETS.
+# One target per experiment (snakemake spmm, sddmm, or a family's name), made after every rules file is included,
+# so families.smk has filled FAMILY_TARGETS.
 
 
 for _experiment in ALL_EXPERIMENTS:

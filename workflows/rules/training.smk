@@ -1,6 +1,6 @@
 # Full-graph training (workflows/scripts/training_family.py): the rules every training experiment shares.
 # A family's rules file registers one in TRAINING (experiment -> its results folder, config section, datasets
-# by slug): families/gat.smk the GAT family, families/rgcn.smk R-GCN entity classification (rgcn.training).
+# by slug): families.smk, for each family whose declaration asks for it (Family.workflow, Family.trainings).
 # One job per dataset trains and times every contender on all cores (no two timings share the machine),
 # then tables (pandas) and a figure (seaborn) per experiment.
 import re

@@ -1,6 +1,6 @@
 """A case step in the fresh worker processes its timing policy asks for (``timing.processes``).
 
-The case steps (``run_case.py``, ``family_case.py``, ``attention_prunedbert.py``) end with
+The case steps (``run_case.py``, ``family_case.py``) end with
 ``run_step(__file__, main, kwargs, output=..., timing=...)``: with ``processes: 1`` the step's
 ``main`` runs here, as before; with more, ``sparsetir.bench.workers.run_in_workers`` runs it that
 many times, each in a fresh Python process with its share of the samples, and writes the pooled

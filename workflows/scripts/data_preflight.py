@@ -28,9 +28,9 @@ def needs_of(config: dict) -> list:
     """One ``sparsetir.data.availability.Need`` per real dataset (name and files) the config reads."""
     from harness_config import cases
 
+    from sparsetir.bench.families import families
     from sparsetir.data import entry, names
     from sparsetir.data.availability import Need
-    from sparsetir.data.node_classification import LABELLED_GRAPHS
 
     registry = set(names())
     found: dict[tuple, tuple[str, tuple, list]] = {}  # (name, relpaths) -> (label, files, users)
@@ -44,24 +44,10 @@ def needs_of(config: dict) -> list:
         for name in dict.fromkeys(name for name, _feat in cases(config)):
             if name in registry:
                 add(name, entry(name).files, experiment)
-    attention = config.get("attention") or {}
-    for name in (attention.get("prunedbert") or {}).get("matrices", []):
-        full = name if name.startswith("dlmc/") else f"dlmc/{name}"
-        if full in registry:
-            add(full, entry(full).files, "prunedbert")
-    for family, key in (("conv", "clouds"), ("rgcn", "datasets")):
-        for name in (config.get(family) or {}).get(key, []):
-            if name in registry:
-                add(name, entry(name).files, family)
-    sage = config.get("sage") or {}
-    for mode in ("full", "minibatch"):
-        for name in (sage.get(mode) or {}).get("datasets", []):
-            if name in LABELLED_GRAPHS:  # the file with features and labels (cora's is not the Planetoid one)
-                files = (LABELLED_GRAPHS[name].file,)
-                same = name in registry and files == entry(name).files
-                add(name, files, "sage", name if same else f"{name} (features, labels)")
-            elif name in registry:
-                add(name, entry(name).files, "sage")
+    for family, declared in families().items():
+        if config.get(family) is not None:
+            for name, files, user, label in declared.data_needs(config[family]):
+                add(name, files, user, label)
     return [Need(label, files, tuple(users)) for label, files, users in found.values()]
 
 

@@ -51,7 +51,7 @@ def write_family_summary(results: Path, family: str, path: Path) -> dict:
 
     folder = results / family
     records, invalid = read_family_records(folder)
-    # a family's training experiment (rgcn/training/) is linked beside its own tables and figures
+    # a family's training experiment (<family>/training/) is linked beside its own tables and figures
     figures = sorted(str(p.relative_to(folder)) for p in [*(folder / "figures").glob("*.png"),
                                                           *(folder / "training" / "figures").glob("*.png")])
     tables = [name for name in ("speedup.md", "speedup.csv", "training/speedup.md", "training/speedup.csv")

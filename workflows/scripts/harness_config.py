@@ -23,8 +23,8 @@ from sparsetir.bench.families import family_names
 from sparsetir.data import MIRROR_ENV, dataset_slug
 
 # The op-family experiments, from the harness's family registry (sparsetir/bench/families/): each is
-# configured by a top-level config key of its name and run by workflows/rules/families/<name>.smk; one
-# its config leaves out (or whose rules do not exist yet) is pending: its target writes tables that say so.
+# configured by a top-level config key of its name and run by workflows/rules/families.smk; one its
+# config leaves out (or whose declaration has no workflow) is pending: its target writes tables that say so.
 FAMILIES = family_names()
 PENDING_EXPERIMENTS = FAMILIES  # the families without rules (kept for the pending step's descriptions)
 BEST_CPU = "best-cpu-library"
@@ -35,8 +35,15 @@ SHARED_MIRROR = REPO_ROOT.parent / "shared" / "data"
 #: What the default run keeps directly under ``results/``: a config's own folder may not take these names.
 RESERVED_RESULTS = ("datasets", "logs", "reference", "gpu-bundle", "gpu-ingest", "spmm", "sddmm",
                     *PENDING_EXPERIMENTS)
-__all__ = ["AUTO", "BEST_CPU", "FAMILIES", "PENDING_EXPERIMENTS", "pending_families", "cases", "check_config", "data_mirror", "dataset_names",
+__all__ = ["AUTO", "BEST_CPU", "FAMILIES", "PENDING_EXPERIMENTS", "pending_families", "workflow_families", "cases", "check_config", "data_mirror", "dataset_names",
            "dataset_slug", "hyb_format", "results_folder", "sparsetir_formats", "uses_tuning"]
+
+
+def workflow_families() -> set[str]:
+    """The registered families the workflow can run (``Family.workflow``: cases or training)."""
+    from sparsetir.bench.families import families
+
+    return {name for name, declared in families().items() if declared.workflow is not None}
 
 
 def pending_families(config: dict, implemented) -> tuple:
@@ -227,7 +234,7 @@ def _check_against_the_code(config: dict) -> None:
 
 
 def check_contenders(family: str, op: str, section: dict) -> None:
-    """An op family's section (``rgcn``, ``conv``): some contender, and every explicit ``sparsetir``
+    """An op family's section: some contender, and every explicit ``sparsetir``
     format one that ``op`` takes (parsing a format imports the compiler: the cached code facts answer)."""
     if not section["sparsetir"] and not section["baselines"]:
         raise ValueError(f"config {family}: no contenders (sparsetir and baselines are both empty)")

@@ -13,7 +13,7 @@ loaded (``runtime.load``), the baselines of ``baselines/torch_attention.py`` run
 mask, torch's BSR), everything is checked against the float64 reference (1e-5 of its largest
 value in float32, 1e-2 in half precision), then timed with the one timer (CUDA events, L2 flush).
 Records go to ``<out>/records/attention/seq<N>.json`` in the CPU records' form (``case``,
-``setting``, ``kind``), so ``workflows/scripts/attention_tables.py`` reads them as they are.
+``setting``, ``kind``), so the family's tables (``bench.report.families``) read them as they are.
 
 PrunedBERT (``prunedbert`` in the section, :func:`build_prunedbert_section`): each DLMC weight,
 its values seeded as the CPU benchmark seeds them, goes to ``inputs/prunedbert-<name>.npz`` with

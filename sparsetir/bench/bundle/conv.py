@@ -17,7 +17,7 @@ CUDA path where the host has spconv, plain torch gather-mm-``index_add_``; Torch
 MinkowskiEngine say why not), everything is checked against the float64 reference, then timed
 with the one timer (CUDA events, L2 flush). Kernel maps are set-up on both sides, as on the CPU.
 Records go to ``<out>/records/conv/<cloud>-v<size>.json``, in the CPU records' form
-(``record["conv"]``), so ``workflows/scripts/conv_tables.py`` reads them as they are.
+(``record["conv"]``), so the family's tables (``bench.report.families``) read them as they are.
 """
 
 from __future__ import annotations

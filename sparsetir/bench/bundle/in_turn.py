@@ -1,4 +1,4 @@
-"""The runner's loop over one family's cases (convolution layers, attention masks): each case in
+"""The runner's loop over one family's cases (its layers, its masks): each case in
 turn while the time limit allows, its records appended to its file after every case (so a killed
 run keeps what finished), a broken case recorded as failed without losing the others."""
 

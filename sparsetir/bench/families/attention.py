@@ -89,6 +89,7 @@ class Attention(Family):
     name = "attention"
     op = "sparse_attention"
     title = "block-sparse attention"
+    description = "block-sparse attention (BSR block 16, seq 4096, 12 heads, head dim 64, fp16) vs Triton blocksparse"
     baseline_key = "sparse_attention"
     form_keys = {PRUNEDBERT: PRUNEDBERT}
     baseline_variant_is_name = True
@@ -126,6 +127,55 @@ class Attention(Family):
             if unknown:
                 raise ValueError(f"attention.sparsetir.{name}: unknown setting(s) {unknown}; known: "
                                  f"{list(self.contender_keys)}")
+
+    workflow = "cases"
+    figures = {"attention": "attention_speedup.png", PRUNEDBERT: "prunedbert_speedup.png"}
+
+    def data_needs(self, section) -> list:
+        """PrunedBERT's DLMC weights (the masks are generated)."""
+        names = [name if name.startswith("dlmc/") else f"dlmc/{name}"
+                 for name in (section.get(PRUNEDBERT) or {}).get("matrices", [])]
+        return self.registry_needs(names, PRUNEDBERT)
+
+    def workflow_cases(self, settings) -> dict[str, dict]:
+        """One job per sequence length (every mask in it)."""
+        return {f"seq{int(seq)}": {"seq": int(seq)} for seq in settings["seqs"]}
+
+    def workflow_extras(self, settings) -> dict[str, Mapping]:
+        """PrunedBERT's weights, one job, where the section has ``prunedbert``."""
+        return {PRUNEDBERT: settings[PRUNEDBERT]} if settings.get(PRUNEDBERT) else {}
+
+    def workflow_extra(self, name, settings, *, timing, device, seed, threads, say) -> list[dict]:
+        """PrunedBERT: ``W @ X`` for each of DLMC's pruned transformer weights (``prunedbert.matrices``, read
+        through ``sparsetir.data.masks.pruned_weight``: DLMC's, or ``block-pruned/<rows>x<cols>/<block>/<sparsity>``,
+        whole blocks kept), seeded values and a seeded ``X`` of ``tokens`` columns; each
+        configured format and baseline checked against float64, then timed interleaved (:func:`prunedbert_case`)."""
+        from ...data import masks  # noqa: PLC0415
+        from ..records import make_record  # noqa: PLC0415
+
+        section, records = settings[name], []
+        for matrix in section["matrices"]:
+            case = matrix.removeprefix("dlmc/")
+            try:
+                pattern = masks.pruned_weight(matrix)
+            except Exception as error:  # noqa: BLE001 - a weight no route provides gets an unavailable row
+                say(f"{name} {case}: unavailable: {error}")
+                records.append({**make_record(experiment=name, op="spmm", device=device, dataset=case,
+                                              feat=section["tokens"], contender="*", status="unavailable",
+                                              reason=f"{type(error).__name__}: {error}"[:300],
+                                              provenance=provenance(device=device, flush=timing.flush)),
+                                "case": case, "setting": {}, "kind": "*"})
+                continue
+            say(f"{name} {case}: {pattern.shape[0]}x{pattern.shape[1]}, {pattern.nnz:,} non-zeros "
+                f"({100 * (1 - pattern.nnz / (pattern.shape[0] * pattern.shape[1])):.1f}% sparse), "
+                f"{section['tokens']} tokens")
+            found = prunedbert_case(case=case, matrix=pattern, tokens=section["tokens"], formats=section["sparsetir"],
+                                    baselines=section["baselines"], timing=timing, device=device, seed=seed)
+            for record in found:
+                outcome = f"{record['stats']['median'] * 1e3:9.3f} ms" if record["status"] == "ok" else record["reason"]
+                say(f"  {record['contender']:<24} {outcome}")
+            records += found
+        return records
 
     def workflow_case(self, case, settings, *, timing, device, seed, threads, say) -> list[dict]:
         """Every mask at one sequence length (``case["seq"]``), in one process: FlexAttention's compile is

@@ -241,10 +241,24 @@ class Conv(Family):
 
     name = op = "conv"
     title = "sparse 3D convolution"
+    description = "sparse convolution (KITTI point clouds) vs TorchSparse"
     form_keys = {NETWORK: "conv-network"}
     default_tune_budget_s = 10.0
     setup_is_conversion = False
     config_op = "conv"
+
+    workflow = "cases"
+    figures = {"figure": "conv_speedup.png"}
+
+    def workflow_cases(self, settings) -> dict[str, dict]:
+        """One job per (cloud, voxel size): ``kitti-000000-v0.2``, ``lidar_3000-v0.1``."""
+        from ...data import dataset_slug  # noqa: PLC0415
+
+        return {f"{dataset_slug(cloud)}-v{float(size):g}": {"cloud": cloud, "voxel_size": float(size)}
+                for cloud in settings["clouds"] for size in settings["voxel_sizes"]}
+
+    def data_needs(self, section) -> list:
+        return self.registry_needs(section.get("clouds", []))
 
     def check_config(self, section) -> None:
         """Known clouds, layer strings that parse, a network whose layers chain (strides 1 or 2)."""

@@ -17,6 +17,8 @@ class GAT(Family):
 
     name = op = EXPERIMENT
     title = "GAT training"
+    description = "GAT training (2 layers, 8 heads of 8) vs PyG and DGL GATConv"
+    workflow = "training"  # training.smk's rules over the config section
 
     def contenders(self, sparsetir_formats=(None,), baselines=None, **_):
         """sparsetir and the declared GAT baselines (``bench.gat.gat_contenders``)."""

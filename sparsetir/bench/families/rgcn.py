@@ -89,8 +89,49 @@ class RGCN(Family):
 
     name = op = "rgcn"
     title = "R-GCN inference"
+    description = "RGCN inference (AIFB, MUTAG, BGS, AM, ogbl-biokg) vs PyG, DGL and Graphiler"
     default_tune_budget_s = 20.0
     config_op = "rgms"
+
+    workflow = "cases"
+    case_folder = "timed"  # then the memory step writes records/
+    finish_step = "memory"
+    figures = {"figure": "rgcn_inference.png"}
+    trainings = {"training": "rgcn-train"}  # entity-classification training: training.smk's rules
+
+    def workflow_cases(self, settings) -> dict[str, dict]:
+        """One job per graph."""
+        from ...data import dataset_slug  # noqa: PLC0415
+
+        return {dataset_slug(name): {"dataset": name} for name in settings["datasets"]}
+
+    def workflow_finish(self, records, settings) -> list[dict]:
+        """The peak memory of every contender that passed its check (``record["memory"]``, filled in by
+        ``bench.memory.attach_memory``: a probe process builds the inputs, then forks one child per
+        contender, ``memory_jobs`` at a time), the children with the timed run's thread count; with
+        ``memory: false`` the records pass through unchanged."""
+        import json  # noqa: PLC0415
+        import sys  # noqa: PLC0415
+
+        from ..threads import configure_threads  # noqa: PLC0415
+
+        timed_records = [r for r in records if r["status"] == "ok"]
+        if not settings.get("memory", True) or not timed_records:
+            return records
+        threads = int(timed_records[0]["provenance"].get("threads") or 1)
+        configure_threads(threads)  # the probe host and its children, like the timed run
+        contenders = self.contenders(settings["sparsetir"], settings["baselines"],
+                                     tune_budget_s=settings.get("tune_budget_s"))
+        first = timed_records[0]
+        case = {"dataset": first["dataset"], "dims": first[self.name]["dims"], "seed": first[self.name]["seed"]}
+        attach_memory(self.name, records, contenders, case, threads=threads, jobs=settings.get("memory_jobs", 1),
+                      repeats=settings.get("memory_repeats", 1))
+        for record in timed_records:
+            print(f"{record['dataset']} {record['contender']}: {json.dumps(record['memory'])}", file=sys.stderr)
+        return records
+
+    def data_needs(self, section) -> list:
+        return self.registry_needs(section.get("datasets", []))
 
     def check_config(self, section) -> None:
         """Relational graph names (or generator specs) and three model dims."""
@@ -142,10 +183,10 @@ class RGCN(Family):
         graph = inputs.graph
         model = Model(f_in, hidden, f_out, int(graph.num_relations), bias=True, format=format, target=target).eval()
         with torch.no_grad():
-            for conv, layer in zip(model.convs, inputs.layers):
-                conv.weight.copy_(torch.from_numpy(layer.weight))
-                conv.root.copy_(torch.from_numpy(layer.root))
-                conv.bias.copy_(torch.from_numpy(layer.bias))
+            for module, layer in zip(model.convs, inputs.layers):
+                module.weight.copy_(torch.from_numpy(layer.weight))
+                module.root.copy_(torch.from_numpy(layer.root))
+                module.bias.copy_(torch.from_numpy(layer.bias))
         started = time.perf_counter()
         prepared = model.prepare(graph)
         prepare_s = time.perf_counter() - started

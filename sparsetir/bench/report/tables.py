@@ -10,11 +10,11 @@ per row,
   interleaved rounds (``intervals.ratio_interval``), and ``<column>_verdict``: ``win`` (the interval
   lies above 1), ``loss`` (below), ``tie`` (it straddles 1) or ``n/a``.
 
-:func:`ratio_columns` does the same over a reference a family names (attention's SDPA with the mask),
+:func:`ratio_columns` does the same over a reference a family names (e.g. SDPA with the dense mask),
 :func:`headline_table` gives per sparsetir contender the geometric mean with its interval and the
 wins / ties / losses, :func:`speedup_cell` the cell text ``1.56× (1.41–1.70)`` (`` tie`` where the
-interval straddles 1). The tables of rgcn, conv, attention, sage, the training families and
-spmm/sddmm (``workflows/scripts/*_tables.py``) all use them.
+interval straddles 1). Every family's tables (``report.families``), the training families' and
+spmm/sddmm's (``workflows/scripts/speedup_tables.py``) use them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Workflow step: the GraphSAGE training tables (``speedup.csv``, ``.md``, ``.tex``) from the records.
+"""The workflow's GraphSAGE training tables (``speedup.csv``, ``.md``, ``.tex``) from the records.
 
 One row per (mode, dataset, contender), over the seeds: ms per epoch (the median over seeds of
 each run's median epoch after warm-up, with the mean beside it), the speedup over the best of
@@ -10,18 +10,35 @@ within one standard deviation of PyG's (the fastest PyG variant's). The Markdown
 geometric mean speedup of each sparsetir contender per mode against its target, the machine's
 load average while the jobs ran, and why any row did not run. Graphs without labels (random
 features and labels) carry times only.
+
+Figures: the GraphSAGE training figures (seaborn), from ``sage/speedup.csv``.
+
+- ``epoch_time.png`` (and ``.svg``): ms per epoch per graph, one bar per contender, one panel per mode (linear
+  axis from 0; graphs that did not train are named under it).
+- ``accuracy_vs_time.png`` (and ``.svg``): test accuracy (mean, with the standard deviation over seeds as error
+  bars) against ms per epoch, for every contender on the labelled graphs.
 """
 
+from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
 
-from sparsetir.bench.report.intervals import geomean
-from sparsetir.bench.report.tables import headline_table, row_interval, speedup_cell, speedups_over_best
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+from ...records import write_text_atomic
+from .. import style
+from ..figures import time_figure
+from ..intervals import geomean
+from ..summary import interference_paragraph
+from ..tables import headline_table, row_interval, speedup_cell, speedups_over_best
 
 SPARSETIR_PREFIX = "sparsetir"
 BASELINE_PREFIXES = ("pyg-", "dgl")
@@ -212,8 +229,6 @@ def latex(table: pd.DataFrame) -> str:
 
 
 def write_tables(records: list[dict], targets: dict, csv: Path, md: Path, tex: Path) -> pd.DataFrame:
-    from sparsetir.bench.records import write_text_atomic
-    from sparsetir.bench.report.summary import interference_paragraph
 
     table = summary_frame(records)
     write_text_atomic(csv, table.drop(columns=["samples_s"], errors="ignore").to_csv(index=False))
@@ -222,9 +237,51 @@ def write_tables(records: list[dict], targets: dict, csv: Path, md: Path, tex: P
     return table
 
 
-if "snakemake" in globals():
-    from step_log import output_to_log
+# ------------------------------------------------------------ figures
 
-    with output_to_log(snakemake.log[0]):
-        write_tables(read_records(snakemake.input.records), snakemake.params.targets, Path(snakemake.output.csv),
-                     Path(snakemake.output.md), Path(snakemake.output.tex))
+def _save(figure, path: Path) -> None:
+    """PNG and SVG, atomically (``sparsetir.bench.report.style``)."""
+    style.save_figure(figure, path)
+
+
+def epoch_time_figure(frame: pd.DataFrame, path: Path) -> None:
+    """ms per epoch per graph and contender, one panel per mode, on a linear axis from 0."""
+
+    time_figure(frame, path, case=["mode", "dataset"], label=lambda row: str(row["dataset"]),
+                title="GraphSAGE training: ms per epoch (lower is better)", value="ms_per_epoch",
+                ylabel="ms per epoch (median over seeds)", panel="mode")
+
+
+def accuracy_figure(frame: pd.DataFrame, path: Path) -> None:
+    labelled = frame[(frame["status"] == "ok") & (frame["labelled"] == True)  # noqa: E712
+                     & np.isfinite(frame["test_acc_mean"])]
+    if labelled.empty:
+        _save(style.message_figure("sage: no labelled graph was trained (time-only graphs carry no accuracy)"), path)
+        return
+    style.apply_style()
+    palette = {name: colour for name, (colour, _) in style.series_styles(labelled["contender"]).items()}
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    sns.scatterplot(data=labelled, x="ms_per_epoch", y="test_acc_mean", hue="contender", style="dataset", s=70,
+                    ax=axis, palette=palette)
+    errors = labelled[np.isfinite(labelled["test_acc_std"])]
+    if not errors.empty:
+        axis.errorbar(errors["ms_per_epoch"], errors["test_acc_mean"], yerr=errors["test_acc_std"], fmt="none",
+                      ecolor="grey", elinewidth=0.8, capsize=2)
+    axis.set_xscale("log")
+    style.plain_log_axis(axis, "x")
+    axis.set_xlabel("ms per epoch")
+    axis.set_ylabel("test accuracy")
+    axis.set_title("GraphSAGE: accuracy against time per epoch")
+    _save(figure, path)
+
+
+def workflow_tables(records: list[Path], outputs: dict, settings: dict) -> pd.DataFrame:
+    """The tables of the records files ``records`` (the workflow's tables job; the section's ``targets``)."""
+    return write_tables(read_records(records), settings["targets"], outputs["csv"], outputs["md"], outputs["tex"])
+
+
+def workflow_figures(csv: Path, outputs: dict) -> None:
+    """The figures of ``speedup.csv`` (the workflow's figures job)."""
+    table = pd.read_csv(csv)
+    epoch_time_figure(table, outputs["epoch_time"])
+    accuracy_figure(table, outputs["accuracy"])

@@ -1,4 +1,4 @@
-"""Workflow step: the R-GCN tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
+"""The workflow's R-GCN tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
 
 From the records of every dataset (``sparsetir.bench.families.rgcn``):
 
@@ -14,18 +14,35 @@ From the records of every dataset (``sparsetir.bench.families.rgcn``):
 "Best baseline" is the fastest timed baseline of the dataset (PyG ``RGCNConv``/``FastRGCNConv``,
 DGL ``RelGraphConv``, the two plain torch ones); Graphiler cannot be installed and has a row
 saying so.
+
+Figures: the R-GCN figure (seaborn), from ``speedup.csv``.
+
+``rgcn_inference.png`` (and ``.svg``) has two panels, one bar per (dataset, contender): milliseconds per
+inference (median, linear axis from 0, each sparsetir contender's speedup over the best baseline written
+above its bar) and peak memory (MiB). Contenders that did not run have no bar (the tables say why); datasets that
+did not run are named under the axes.
 """
 
+from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import matplotlib
 import pandas as pd
 
-from sparsetir.bench.bounds import rate_percentages
-from sparsetir.bench.report.intervals import geomean, number_cell, rounds_of
-from sparsetir.bench.report.tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+from ...bounds import rate_percentages
+from ...records import read_records, write_text_atomic
+from .. import style
+from ..figures import not_run_note
+from ..intervals import geomean, number_cell, rounds_of
+from ..summary import interference_paragraph
+from ..tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
 
 SPARSETIR = "sparsetir"
 ALL = "*"
@@ -261,8 +278,6 @@ def latex_table(frame: pd.DataFrame, dataset_order: Sequence[str] = ()) -> str:
 
 def write_tables(records: list[dict], csv: Path, md: Path, tex: Path, dataset_order: Sequence[str] = ()) -> pd.DataFrame:
     """Aggregate ``records`` and write the three tables atomically; return the long frame."""
-    from sparsetir.bench.records import write_text_atomic
-    from sparsetir.bench.report.summary import interference_paragraph
 
     frame = rgcn_frame(records)
     write_text_atomic(csv, frame.drop(columns=["samples_s"]).to_csv(index=False))
@@ -271,11 +286,73 @@ def write_tables(records: list[dict], csv: Path, md: Path, tex: Path, dataset_or
     return frame
 
 
-if "snakemake" in globals():
-    from step_log import output_to_log
+# ------------------------------------------------------------ figures
 
-    with output_to_log(snakemake.log[0]):
-        from sparsetir.bench.records import read_records
+SPARSETIR = "sparsetir"
 
-        write_tables(read_records(snakemake.input.records), snakemake.output.csv, snakemake.output.md,
-                     snakemake.output.tex, snakemake.params.datasets)
+
+def _save(figure, path: Path) -> None:
+    """PNG and SVG, atomically (``sparsetir.bench.report.style``)."""
+    style.save_figure(figure, path)
+
+
+def inference_figure(frame: pd.DataFrame, path: Path) -> None:
+    """ms per inference and peak memory per dataset and contender (see the module docstring)."""
+    timed = frame[(frame["status"] == "ok") & frame["median_ms"].notna()].copy()
+    if timed.empty:
+        figure, axis = plt.subplots(figsize=(6, 2))
+        axis.axis("off")
+        reasons = "; ".join(f"{d}: {r}" for d, r in frame[["dataset", "reason"]].drop_duplicates().values[:3])
+        axis.text(0.5, 0.5, f"rgcn: nothing was timed ({reasons})", ha="center", va="center", wrap=True)
+        _save(figure, path)
+        return
+    style.apply_style()
+    order = list(dict.fromkeys(timed["contender"]))
+    palette = {name: colour for name, (colour, _) in style.series_styles(order).items()}
+    figure, axes = plt.subplots(1, 2, figsize=(max(9, 2.2 * timed["dataset"].nunique() + 7), 4.2))
+    bars = sns.barplot(data=timed, x="dataset", y="median_ms", hue="contender", hue_order=order, palette=palette,
+                       ax=axes[0])
+    axes[0].set_ylim(bottom=0)  # a linear axis from 0: bar heights compare as the times do
+    axes[0].set_ylabel("ms per inference (median)")
+    axes[0].set_xlabel("")
+    axes[0].set_title("R-GCN inference (2 layers)")
+    datasets = list(dict.fromkeys(timed["dataset"]))
+    for container, contender in zip(bars.containers, order):
+        if not contender.startswith(SPARSETIR):
+            continue
+        mine = timed[timed["contender"] == contender].set_index("dataset")
+        labels = []
+        for dataset in datasets:
+            speedup = mine["speedup_vs_best_baseline"].get(dataset, math.nan)
+            labels.append(f"{speedup:.1f}x" if isinstance(speedup, float) and math.isfinite(speedup) else "")
+        axes[0].bar_label(container, labels=labels[:len(container)], fontsize="x-small", padding=2)
+    memory = timed[timed["peak_mib"].notna()]
+    if len(memory):
+        sns.barplot(data=memory, x="dataset", y="peak_mib", hue="contender", hue_order=order, palette=palette,
+                    ax=axes[1])
+        axes[1].set_ylabel("peak memory during inference (MiB)")
+    else:
+        axes[1].text(0.5, 0.5, "memory not measured", ha="center", va="center", transform=axes[1].transAxes)
+    axes[1].set_xlabel("")
+    axes[1].set_title("peak memory (RSS growth, fresh process each)")
+    for axis in axes:
+        if axis.get_legend() is not None:
+            axis.get_legend().remove()
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize="small",
+                  bbox_to_anchor=(0.5, -0.08))
+    figure.tight_layout()
+
+    missing = [f"{d} ({r})" for d, r in frame[frame["contender"] == "*"][["dataset", "reason"]].values]
+    not_run_note(figure, missing)
+    _save(figure, path)
+
+
+def workflow_tables(records: list[Path], outputs: dict, settings: dict) -> pd.DataFrame:
+    """The tables of the records files ``records`` (the workflow's tables job; datasets in the section's order)."""
+    return write_tables(read_records(records), outputs["csv"], outputs["md"], outputs["tex"], settings["datasets"])
+
+
+def workflow_figures(csv: Path, outputs: dict) -> None:
+    """The figure of ``speedup.csv`` (the workflow's figures job)."""
+    inference_figure(pd.read_csv(csv), outputs["figure"])

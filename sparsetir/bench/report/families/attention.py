@@ -1,4 +1,4 @@
-"""Workflow step: the attention tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
+"""The workflow's attention tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
 
 From the records of every sequence length and of PrunedBERT (``sparsetir.bench.families.attention``):
 
@@ -13,8 +13,16 @@ From the records of every sequence length and of PrunedBERT (``sparsetir.bench.f
   case with the geometric mean, the setup times, PrunedBERT with its best sparse format per
   weight, and what did not run and why.
 - ``speedup.tex``: the ms-per-call table with the speedup columns (booktabs).
+
+Figures: the attention figures, from ``speedup.csv``.
+
+``attention_speedup.png`` (and ``.svg``): each sparsetir contender's speedup over the case's reference per case
+(mask and sequence length), the ratio of medians with its 90% interval (``sparsetir.bench.report.figures``).
+``prunedbert_speedup.png``: the same for PrunedBERT's pruned weights (reference: dense MKL).
+Cases that did not run keep an empty slot, named under the axes; the tables say why.
 """
 
+from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
@@ -22,8 +30,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from sparsetir.bench.report.intervals import geomean, number_cell, rounds_of
-from sparsetir.bench.report.tables import add_speedups, headline_table, ratio_columns, row_interval, speedup_cell
+from ...records import read_records, write_text_atomic
+from ..figures import speedup_figure as draw
+from ..intervals import geomean, number_cell, rounds_of
+from ..summary import interference_paragraph
+from ..tables import add_speedups, headline_table, ratio_columns, row_interval, speedup_cell
 
 SPARSETIR = "sparsetir"
 ALL = "*"
@@ -217,8 +228,6 @@ def latex_table(frame: pd.DataFrame) -> str:
 def write_tables(records: list[dict], csv: Path, md: Path, tex: Path, reference: Sequence[str],
                  prunedbert_reference: str | None = None) -> pd.DataFrame:
     """Aggregate ``records`` and write the three tables atomically; return the long frame."""
-    from sparsetir.bench.records import write_text_atomic
-    from sparsetir.bench.report.summary import interference_paragraph
 
     frame = attention_frame(records, reference, prunedbert_reference)
     write_text_atomic(csv, frame.drop(columns=["samples_s"]).to_csv(index=False))
@@ -227,11 +236,29 @@ def write_tables(records: list[dict], csv: Path, md: Path, tex: Path, reference:
     return frame
 
 
-if "snakemake" in globals():
-    from step_log import output_to_log
+# ------------------------------------------------------------ figures
 
-    with output_to_log(snakemake.log[0]):
-        from sparsetir.bench.records import read_records
+def speedup_figure(frame: pd.DataFrame, path: Path, title: str) -> None:
+    """Each sparsetir contender's speedup over the case's reference (ratio of medians, 90% interval)."""
 
-        write_tables(read_records(snakemake.input.records), snakemake.output.csv, snakemake.output.md,
-                     snakemake.output.tex, snakemake.params.reference, snakemake.params.prunedbert_reference)
+    draw(frame, path, case=["experiment", "case"], label=lambda row: str(row["case"]), title=title,
+         column="speedup_vs_reference", versus="the reference")
+
+
+def write_figures(csv: Path, attention_png: Path, prunedbert_png: Path) -> None:
+    frame = pd.read_csv(csv)
+    speedup_figure(frame[frame["experiment"] == "attention"], attention_png,
+                   "block-sparse attention (speedup over the best of FlexAttention / SDPA-mask / torch BSR)")
+    speedup_figure(frame[frame["experiment"] == "prunedbert"], prunedbert_png,
+                   "PrunedBERT: pruned weight x activations (speedup over dense MKL)")
+
+
+def workflow_tables(records: list[Path], outputs: dict, settings: dict) -> pd.DataFrame:
+    """The tables of the records files ``records`` (the workflow's tables job; ``settings``: the config section)."""
+    return write_tables(read_records(records), outputs["csv"], outputs["md"], outputs["tex"], settings["reference"],
+                        (settings.get("prunedbert") or {}).get("reference"))
+
+
+def workflow_figures(csv: Path, outputs: dict) -> None:
+    """The figures of ``speedup.csv`` (the workflow's figures job)."""
+    write_figures(csv, outputs["attention"], outputs["prunedbert"])

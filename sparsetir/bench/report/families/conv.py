@@ -1,4 +1,4 @@
-"""Workflow step: the sparse-convolution tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
+"""The workflow's sparse-convolution tables (pandas): ``speedup.csv``, ``speedup.md`` and ``speedup.tex``.
 
 From the records of every (cloud, voxel size) job (``sparsetir.bench.families.conv``):
 
@@ -14,18 +14,35 @@ From the records of every (cloud, voxel size) job (``sparsetir.bench.families.co
   the best baseline per layer with its geometric mean and minimum against the issue's target,
   kernel-map building (sparsetir against spconv), the end-to-end network, and what did not run.
 - ``speedup.tex``: the per-layer ms table (booktabs).
+
+Figures: the sparse-convolution figure (seaborn), from ``speedup.csv``.
+
+``conv_speedup.png`` has two panels: each sparsetir contender's speedup over the best baseline per
+layer and for the end-to-end network (bars; lines at 1x and at the 1.5x target), and kernel-map
+building per layer, sparsetir against spconv (ms, linear axis from 0). Cases or contenders that did not run
+have no bar; the tables say why.
 """
 
+from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterable
 from pathlib import Path
 
+import matplotlib
 import pandas as pd
 
-from sparsetir.bench.bounds import rate_percentages
-from sparsetir.bench.report.intervals import geomean, number_cell, rounds_of
-from sparsetir.bench.report.tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+from ...bounds import rate_percentages
+from ...records import read_records, write_bytes_atomic
+from ..figures import not_run_note
+from ..intervals import geomean, number_cell, rounds_of
+from ..summary import interference_paragraph
+from ..tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
 
 SPARSETIR = "sparsetir"
 ALL = "*"
@@ -165,7 +182,6 @@ def not_run(frame: pd.DataFrame) -> pd.DataFrame:
 
 def write_tables(frame: pd.DataFrame, csv: Path, md: Path, tex: Path, interference: str = "") -> None:
     """The three tables; ``interference``: the paragraph ``speedup.md`` ends with (``interference_paragraph``)."""
-    from sparsetir.bench.records import write_bytes_atomic
 
     write_bytes_atomic(csv, frame.drop(columns=["samples_s"], errors="ignore").to_csv(index=False).encode())
     layers = ms_table(frame, "layer")
@@ -199,22 +215,72 @@ def write_tables(frame: pd.DataFrame, csv: Path, md: Path, tex: Path, interferen
     write_bytes_atomic(tex, (layers if not layers.empty else network).to_latex(index=False).encode())
 
 
-def main(records: list[Path], csv: Path, md: Path, tex: Path) -> pd.DataFrame:
-    from sparsetir.bench.records import read_records
-    from sparsetir.bench.report.summary import interference_paragraph
+def workflow_tables(records: list[Path], outputs: dict, settings: dict) -> pd.DataFrame:
+    """The tables of the records files ``records`` (the workflow's tables job)."""
 
     records = read_records(records)
     frame = conv_frame(records)
-    write_tables(frame, csv, md, tex, interference_paragraph(records))
+    write_tables(frame, outputs["csv"], outputs["md"], outputs["tex"], interference_paragraph(records))
     return frame
 
 
-if "snakemake" in globals():
-    import sys
+# ------------------------------------------------------------ figures
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from step_log import output_to_log
+SPARSETIR = "sparsetir"
 
-    with output_to_log(snakemake.log[0]):
-        main([Path(p) for p in snakemake.input.records], Path(snakemake.output.csv), Path(snakemake.output.md),
-             Path(snakemake.output.tex))
+
+def _save(figure, path: Path) -> None:
+    """Render to memory, then write atomically."""
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    write_bytes_atomic(path, buffer.getvalue())
+
+
+def _label(row) -> str:
+    scan = "" if row["voxel_size"] < 0 else f"{row['voxel_size']:g} m "
+    return f"{scan}{'network' if row['case'] == 'network' else row['layer']}"
+
+
+def _panel(axis, data: pd.DataFrame, y: str, hue: str, ylabel: str, title: str, empty: str) -> None:
+    """Bars of ``y`` per case label on a linear axis from 0 (bar heights compare as the values do)."""
+    if data.empty:
+        axis.axis("off")
+        axis.text(0.5, 0.5, empty, ha="center", va="center")
+        return
+    sns.barplot(data=data, x="label", y=y, hue=hue, ax=axis)
+    axis.set_ylim(bottom=0)
+    axis.set_ylabel(ylabel)
+    axis.set_xlabel("")
+    axis.set_title(title)
+    axis.tick_params(axis="x", rotation=45)
+    for label in axis.get_xticklabels():
+        label.set_horizontalalignment("right")
+
+
+def conv_figure(frame: pd.DataFrame, path: Path) -> None:
+    """Speedups per case and map-building times (see the module docstring)."""
+    frame = frame.copy()
+    frame["label"] = frame.apply(_label, axis=1)
+    ours = frame[(frame["kind"] == SPARSETIR) & frame["speedup_vs_best_baseline"].notna()]
+    maps = frame[(frame["case"] == "layer") & frame["map_library"].notna() & frame["map_ms"].notna()]
+    maps = maps.drop_duplicates(subset=["label", "map_library"])
+    figure, axes = plt.subplots(1, 2, figsize=(max(10, 0.9 * frame["label"].nunique() + 6), 4.4))
+    _panel(axes[0], ours, "speedup_vs_best_baseline", "contender", "speedup over the best baseline (median)",
+           "sparse conv: sparsetir over spconv / torch", "no sparsetir contender was timed against a baseline")
+    if not ours.empty:
+        axes[0].axhline(1.0, color="black", linewidth=0.8)
+        axes[0].axhline(1.5, color="tab:red", linewidth=0.8, linestyle="--", label="target 1.5x")
+    _panel(axes[1], maps, "map_ms", "map_library", "kernel-map building, ms (median)",
+           "kernel maps: sparsetir against spconv's rules", "no kernel map was timed")
+    figure.tight_layout()
+
+    failed = frame[frame["contender"] == "*"]
+    not_run_note(figure, [f"{_label(row)} ({row['reason']})" for _, row in failed.iterrows()])
+    _save(figure, path)
+
+
+def workflow_figures(csv: Path, outputs: dict) -> None:
+    """The figure of ``speedup.csv`` (the workflow's figures job)."""
+    conv_figure(pd.read_csv(csv), outputs["figure"])
