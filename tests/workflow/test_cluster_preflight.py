@@ -34,7 +34,7 @@ SlurmctldPort           = 6817
 """
 #: the rules that time something (threads = the CPUs they are granted) and the others that are submitted
 TIMED_RULES = {"run_case", "tune_case", "rgcn_case", "conv_case", "sage_train", "training_run", "attention_case",
-               "attention_prunedbert"}
+               "attention_prunedbert", "copy_bandwidth"}
 SUBMITTED_RULES = TIMED_RULES | {"rgcn_memory", "prepare_dataset", "gpu_bundle"}
 
 
