@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def _gnn_benchmark(path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray
     limits = size_limits(None, None)
     try:
         archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as err:
+    except (ValueError, OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
         raise ValueError(f"{path}: not a readable .npz archive: {err}") from None
     with archive:
         limits.archive(archive.zip, str(path))
@@ -111,13 +112,19 @@ def _gnn_benchmark(path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray
             else:
                 raise ValueError(f"{path}: no {stem} arrays ({stem}_data/indices/indptr/shape); it holds "
                                  f"{', '.join(archive.files)}")
-            data, indices, indptr, shape = (archive[key] for key in keys)
+            try:
+                data, indices, indptr, shape = (archive[key] for key in keys)
+            except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
+                raise ValueError(f"{path}: truncated or corrupt {stem} arrays: {err}") from None
             limits.shape(shape, str(path))
             limits.entries(indices.size, str(path))
             matrices.append((indptr, indices, data, tuple(int(s) for s in shape)))
         if "labels" not in archive.files:
             raise ValueError(f"{path}: no labels array")
-        labels = archive["labels"]
+        try:
+            labels = archive["labels"]
+        except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
+            raise ValueError(f"{path}: truncated or corrupt labels array: {err}") from None
     adjacency = csr_from_arrays(*matrices[0][:2], None, matrices[0][3])
     features = csr_from_arrays(*matrices[1])
     return adjacency, features, labels

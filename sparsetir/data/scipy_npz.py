@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,7 @@ def read_scipy_npz(path: str | Path, *, max_nnz: int | None = None, max_bytes: i
     try:
         with np.load(path, allow_pickle=False) as archive:
             return _from_archive(archive, str(path), limits)
-    except (OSError, zipfile.BadZipFile, EOFError) as err:
+    except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
         raise ValueError(f"{path}: not a readable .npz archive: {err}") from None
 
 
@@ -63,5 +64,5 @@ def read_scipy_npz_member(archive: str | Path, member: str, *, max_nnz: int | No
     try:
         with np.load(payload, allow_pickle=False) as npz:
             return _from_archive(npz, f"{archive}[{member}]", limits)
-    except (OSError, zipfile.BadZipFile, EOFError) as err:
+    except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
         raise ValueError(f"{archive}[{member}]: not a readable .npz archive: {err}") from None

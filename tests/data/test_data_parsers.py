@@ -380,3 +380,38 @@ def test_symmetrize_rules():
         symmetrize(sp.csr_matrix((2, 3)))
     with pytest.raises(ValueError, match="negative weights"):
         symmetrize(sp.csr_matrix(np.array([[0.0, -1.0], [0.0, 0.0]])))
+
+
+# ---------------------------------------------------------------- a broken deflate stream (make fuzz seed 0, case 70)
+
+
+def _break_deflate(path, member):
+    """Overwrite the first compressed byte of ``member`` with 0xff: a deflate block of the reserved type 3."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(member)
+    raw = bytearray(path.read_bytes())
+    name_len = int.from_bytes(raw[info.header_offset + 26: info.header_offset + 28], "little")
+    extra_len = int.from_bytes(raw[info.header_offset + 28: info.header_offset + 30], "little")
+    raw[info.header_offset + 30 + name_len + extra_len] = 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def test_npz_readers_refuse_a_broken_deflate_stream(tmp_path):
+    import zlib
+
+    from sparsetir.data import read_scipy_npz
+
+    matrix = sp.random(40, 30, density=0.2, format="csr", random_state=0)
+    scipy_path = tmp_path / "scipy.npz"
+    sp.save_npz(scipy_path, matrix, compressed=True)
+    _break_deflate(scipy_path, "indptr.npy")
+    bench_path = tmp_path / "bench.npz"
+    np.savez_compressed(bench_path, adj_data=matrix.data, adj_indices=matrix.indices, adj_indptr=matrix.indptr,
+                        adj_shape=np.array(matrix.shape))
+    _break_deflate(bench_path, "adj_indices.npy")
+    for reader, path in ((read_scipy_npz, scipy_path), (read_gnn_benchmark_npz, bench_path)):
+        with pytest.raises(ValueError, match=str(path.name)) as caught:
+            reader(path)
+        assert not isinstance(caught.value, zlib.error)

@@ -200,3 +200,32 @@ def test_rgms_an_infinite_w_r_makes_the_same_rows_non_finite_in_every_dataflow(d
     assert not np.isfinite(expected[:, 0]).all() and np.isfinite(expected[:, 1:]).all()
     finite = np.isfinite(expected)
     np.testing.assert_allclose(got[finite], expected[finite], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_max_min_aggregation_keeps_a_nan_as_torch_amax(reduce):
+    """The compiled max is a compare-and-select (nan > x is false): a NaN in B[j, k] must still reach
+    C[i, k] of every row i with an entry j, as scatter_reduce's amax/amin (make fuzz seed 0, case 13)."""
+    from sparsetir.ops.torch_aggregate import spmm_reduce
+
+    rng = np.random.default_rng(0)
+    A = sp.random(9, 7, density=0.4, format="csr", random_state=1)
+    A.indices = A.indices.astype(np.int64)
+    B = torch.from_numpy(rng.standard_normal((7, 5)).astype(np.float32))
+    B[3, 1] = float("nan")
+    B[5, 4] = float("inf") if reduce == "max" else -float("inf")
+    got = spmm_reduce(torch.from_numpy(A.indptr.astype(np.int64)), torch.from_numpy(A.indices), B, 7, reduce)
+    rows = torch.from_numpy(np.repeat(np.arange(9), np.diff(A.indptr)))
+    index = rows[:, None].expand(-1, 5)
+    expected = torch.zeros(9, 5).scatter_reduce(0, index, B[torch.from_numpy(A.indices)], "a" + reduce,
+                                                include_self=False)
+    assert torch.equal(torch.isnan(got), torch.isnan(expected)) and torch.isnan(got).any()
+    torch.testing.assert_close(got.nan_to_num(), expected.nan_to_num())
+
+
+def test_sddmm_of_scipy_a_refuses_float16_before_any_kernel():
+    """scipy.sparse has no float16: such a result broke on its first use (make fuzz seed 0, case 4161)."""
+    A = sp.random(6, 5, density=0.5, format="csr", random_state=0, dtype=np.float32)
+    X, Y = np.ones((6, 4), np.float16), np.ones((5, 4), np.float16)
+    with pytest.raises(TypeError, match="float16"):
+        ops.sddmm(A, X, Y)
