@@ -222,10 +222,3 @@ def test_max_min_aggregation_keeps_a_nan_as_torch_amax(reduce):
     assert torch.equal(torch.isnan(got), torch.isnan(expected)) and torch.isnan(got).any()
     torch.testing.assert_close(got.nan_to_num(), expected.nan_to_num())
 
-
-def test_sddmm_of_scipy_a_refuses_float16_before_any_kernel():
-    """scipy.sparse has no float16: such a result broke on its first use (make fuzz seed 0, case 4161)."""
-    A = sp.random(6, 5, density=0.5, format="csr", random_state=0, dtype=np.float32)
-    X, Y = np.ones((6, 4), np.float16), np.ones((5, 4), np.float16)
-    with pytest.raises(TypeError, match="float16"):
-        ops.sddmm(A, X, Y)
