@@ -8,14 +8,13 @@ The archive's declared size, the shape and the entry count are checked against `
 
 from __future__ import annotations
 
-import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from .csr_canonical import csr_from_arrays
+from .safe_npz import NPZ_READ_ERRORS
 from .size_limits import size_limits
 
 __all__ = ["read_gnn_benchmark_npz"]
@@ -31,7 +30,7 @@ def read_gnn_benchmark_npz(path: str | Path, *, max_nnz: int | None = None,
     limits = size_limits(max_nnz, max_bytes)
     try:
         archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
+    except (ValueError, *NPZ_READ_ERRORS) as err:
         raise ValueError(f"{path}: not a readable .npz archive, it may be truncated or corrupt: {err}") from None
     with archive:
         limits.archive(archive.zip, str(path))
@@ -46,7 +45,7 @@ def read_gnn_benchmark_npz(path: str | Path, *, max_nnz: int | None = None,
             )
         try:
             data, indices, indptr, shape = (archive[key] for key in keys)
-        except (ValueError, OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
+        except (ValueError, *NPZ_READ_ERRORS) as err:
             raise ValueError(f"{path}: truncated or corrupt adjacency arrays: {err}") from None
     if shape.shape != (2,):
         raise ValueError(f"{path}: {keys[3]} must hold two integers, got shape {shape.shape}")

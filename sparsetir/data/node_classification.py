@@ -20,8 +20,6 @@ come with features and labels. Every parse runs under the parsers' size guards.
 from __future__ import annotations
 
 import functools
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +30,7 @@ from .csr_canonical import csr_from_arrays
 from .graphdata_npz import GRAPHDATA_GLOBALS, read_graphdata_npz
 from .registry import DataFile, entry
 from .resolve import locate
-from .safe_npz import read_npz_member
+from .safe_npz import NPZ_READ_ERRORS, read_npz_member
 from .size_limits import size_limits
 from .symmetrize import symmetrize
 
@@ -99,7 +97,7 @@ def _gnn_benchmark(path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray
     limits = size_limits(None, None)
     try:
         archive = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
+    except (ValueError, *NPZ_READ_ERRORS) as err:
         raise ValueError(f"{path}: not a readable .npz archive: {err}") from None
     with archive:
         limits.archive(archive.zip, str(path))
@@ -114,7 +112,7 @@ def _gnn_benchmark(path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray
                                  f"{', '.join(archive.files)}")
             try:
                 data, indices, indptr, shape = (archive[key] for key in keys)
-            except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
+            except NPZ_READ_ERRORS as err:
                 raise ValueError(f"{path}: truncated or corrupt {stem} arrays: {err}") from None
             limits.shape(shape, str(path))
             limits.entries(indices.size, str(path))
@@ -123,7 +121,7 @@ def _gnn_benchmark(path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray
             raise ValueError(f"{path}: no labels array")
         try:
             labels = archive["labels"]
-        except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
+        except NPZ_READ_ERRORS as err:
             raise ValueError(f"{path}: truncated or corrupt labels array: {err}") from None
     adjacency = csr_from_arrays(*matrices[0][:2], None, matrices[0][3])
     features = csr_from_arrays(*matrices[1])

@@ -21,7 +21,12 @@ from numpy.lib import format as npy_format
 from .safe_pickle import GlobalName, RefusedGlobalError, RestrictedUnpickler
 from .size_limits import size_limits
 
-__all__ = ["npz_members", "read_npz_member"]
+__all__ = ["NPZ_READ_ERRORS", "npz_members", "read_npz_member"]
+
+#: What reading an ``.npz`` archive or one of its members raises when the file is truncated, corrupt
+#: or not an archive (numpy and zipfile raise these rather than ValueError). Every npz reader turns
+#: them into a ValueError naming the file.
+NPZ_READ_ERRORS: tuple[type[BaseException], ...] = (OSError, zipfile.BadZipFile, zlib.error, EOFError)
 
 
 def _open_archive(path: Path) -> zipfile.ZipFile:
@@ -76,7 +81,7 @@ def read_npz_member(
         size_limits(max_bytes=max_bytes).nbytes(archive.getinfo(entry).file_size, where, "uncompressed bytes")
         try:
             payload = archive.read(entry)
-        except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+        except NPZ_READ_ERRORS as err:
             raise ValueError(f"{where}: damaged archive member: {err}") from None
     stream = io.BytesIO(payload)
     shape, _fortran_order, dtype = _read_header(stream, where)

@@ -9,8 +9,6 @@ uncompressed size is checked against ``max_bytes``, and its shape and entry coun
 from __future__ import annotations
 
 import io
-import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +16,7 @@ import scipy.sparse as sp
 
 from .archive_member import open_member
 from .csr_canonical import canonical_csr, csr_from_arrays, csr_from_coordinates
+from .safe_npz import NPZ_READ_ERRORS
 from .size_limits import SizeLimits, size_limits
 
 __all__ = ["read_scipy_npz", "read_scipy_npz_member"]
@@ -51,7 +50,7 @@ def read_scipy_npz(path: str | Path, *, max_nnz: int | None = None, max_bytes: i
     try:
         with np.load(path, allow_pickle=False) as archive:
             return _from_archive(archive, str(path), limits)
-    except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
+    except NPZ_READ_ERRORS as err:
         raise ValueError(f"{path}: not a readable .npz archive: {err}") from None
 
 
@@ -64,5 +63,5 @@ def read_scipy_npz_member(archive: str | Path, member: str, *, max_nnz: int | No
     try:
         with np.load(payload, allow_pickle=False) as npz:
             return _from_archive(npz, f"{archive}[{member}]", limits)
-    except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as err:
+    except NPZ_READ_ERRORS as err:
         raise ValueError(f"{archive}[{member}]: not a readable .npz archive: {err}") from None
