@@ -27,20 +27,28 @@ DEFAULT_ARCHS = ("sm_90", "sm_80")
 # bits are a negative int); for a value < 0 the unsigned order is the reverse float order (and
 # every non-negative float's bits are a smaller unsigned). Compiled in before the kernels.
 ATOMIC_HELPERS = r"""
+// A NaN value is stored as the NaN that every later update keeps: +NaN's bits are above every float's
+// in the signed (max) compare, and -NaN's in both of min's compares (docs/nan-semantics.md).
 __device__ __forceinline__ float sparsetir_atomic_max(float* address, float value) {
+  if (value != value) return atomicExch(address, __uint_as_float(0x7fc00000u));
   return value >= 0.0f ? __int_as_float(atomicMax((int*)address, __float_as_int(value)))
                        : __uint_as_float(atomicMin((unsigned int*)address, __float_as_uint(value)));
 }
 __device__ __forceinline__ float sparsetir_atomic_min(float* address, float value) {
+  if (value != value) return atomicExch(address, __uint_as_float(0xffc00000u));
   return value >= 0.0f ? __int_as_float(atomicMin((int*)address, __float_as_int(value)))
                        : __uint_as_float(atomicMax((unsigned int*)address, __float_as_uint(value)));
 }
 __device__ __forceinline__ double sparsetir_atomic_max(double* address, double value) {
+  if (value != value)
+    return __longlong_as_double((long long)atomicExch((unsigned long long*)address, 0x7ff8000000000000ull));
   return value >= 0.0 ? __longlong_as_double(atomicMax((long long*)address, __double_as_longlong(value)))
                       : __longlong_as_double((long long)atomicMin((unsigned long long*)address,
                                                                   (unsigned long long)__double_as_longlong(value)));
 }
 __device__ __forceinline__ double sparsetir_atomic_min(double* address, double value) {
+  if (value != value)
+    return __longlong_as_double((long long)atomicExch((unsigned long long*)address, 0xfff8000000000000ull));
   return value >= 0.0 ? __longlong_as_double(atomicMin((long long*)address, __double_as_longlong(value)))
                       : __longlong_as_double((long long)atomicMax((unsigned long long*)address,
                                                                   (unsigned long long)__double_as_longlong(value)));

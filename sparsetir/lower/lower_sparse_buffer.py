@@ -48,9 +48,21 @@ def _node_name(node) -> str:
 
 
 def combine(reducer: str, current, value):
-    """``current`` and ``value`` combined by ``reducer``."""
+    """``current`` and ``value`` combined by ``reducer``.
+
+    A floating-point max (min) propagates a NaN from either side, as torch's ``amax``/``amin`` and
+    numpy's ``maximum`` do (docs/nan-semantics.md): TVM's ``Max`` is a compare-and-select
+    (``a > b ? a : b``), which drops a NaN accumulator, so the float form keeps ``current`` when it is
+    NaN and otherwise takes ``value`` unless ``current`` is larger (a NaN ``value`` then wins)::
+
+        C[i] = T.Select(C[i] > v or T.isnan(C[i]), C[i], v)      # max; "<" for min
+
+    One compare more per update; it vectorises as the plain select does."""
     if reducer == "sum":
         return current + value
+    if str(value.ty).startswith(("float", "bfloat")):
+        wins = current > value if reducer == "max" else current < value
+        return tirx.Select(tirx.Or(wins, tirx.isnan(current)), current, value)
     return tirx.Max(current, value) if reducer == "max" else tirx.Min(current, value)
 
 

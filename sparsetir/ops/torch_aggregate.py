@@ -73,15 +73,6 @@ def _spmm_reduce(indptr: Tensor, indices: Tensor, B: Tensor, num_cols: int, redu
     _checks(indptr, indices, B, num_cols, reduce)
     record = torch_ops._structure(indptr, indices, num_cols)
     out = _kernel(record, "reduce", reduce, int(B.shape[1]), B.dtype, B.device)(B.detach().contiguous())
-    if B.is_floating_point():
-        missing = torch.isnan(B.detach())
-        if bool(missing.any()):  # make fuzz seed 0, cases 13 and 3060 (docs/nan-semantics.md)
-            # The compiled max (min) is a compare-and-select, which drops a NaN (nan > x is false); torch's
-            # amax/amin keep it: a NaN in B[j, k] makes C[i, k] NaN for every row i with an entry j. The rows
-            # it reaches are a sum over the same structure of the NaN mask (only when B holds a NaN).
-            ones = torch.ones(out.shape[0], dtype=B.dtype, device=B.device)
-            reached = _kernel(record, "rows", "", int(B.shape[1]), B.dtype, B.device)(missing.to(B.dtype), ones)
-            out.masked_fill_(reached > 0, float("nan"))
     empty = _empty_rows(record, B.device)
     if empty.numel():
         out.index_fill_(0, empty, 0)  # PyG's semantics: an empty row gives 0, not the identity

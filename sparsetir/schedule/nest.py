@@ -14,7 +14,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from ..lower.lower_sparse_buffer import ATOMIC_PREFIX, FUSED_GROUP_ATTR, PARALLEL_SAFE_ATTR
+from ..lower.lower_sparse_buffer import ATOMIC_PREFIX, FUSED_GROUP_ATTR, PARALLEL_SAFE_ATTR, combine
 
 SPATIAL = 0  # tirx.IterVar.DataPar
 REDUCE = 2  # tirx.IterVar.CommReduce
@@ -175,9 +175,7 @@ def plain_updates(mod: tvm.IRModule) -> tvm.IRModule:
         address, value = (call.args[0], call.args[1]) if reducer == "sum" else (call.args[1], call.args[2])
         target = address.args[0]
         current = tirx.BufferLoad(target.source, list(target.indices))
-        combined = current + value if reducer == "sum" else (
-            tirx.Max(current, value) if reducer == "max" else tirx.Min(current, value))
-        return tirx.BufferStore(target.source, combined, list(target.indices))
+        return tirx.BufferStore(target.source, combine(reducer, current, value), list(target.indices))
 
     return tvm_ffi.structural_mutate(mod, [(tirx.Evaluate, on_evaluate)])
 

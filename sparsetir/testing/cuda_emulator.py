@@ -221,8 +221,8 @@ template <class T, class U, class V> static inline T atomicCAS(T* p, U cmp, V v)
   T old = *p; if (old == (T)cmp) *p = (T)v; return old;
 }
 // sparsetir's atomic max/min (backend.cuda.ATOMIC_HELPERS on a GPU): sequential here
-template <class T, class U> static inline T sparsetir_atomic_max(T* p, U v) { T old = *p; if (old < (T)v) *p = (T)v; return old; }
-template <class T, class U> static inline T sparsetir_atomic_min(T* p, U v) { T old = *p; if ((T)v < old) *p = (T)v; return old; }
+template <class T, class U> static inline T sparsetir_atomic_max(T* p, U v) { T old = *p; if ((T)v != (T)v || old < (T)v) *p = (T)v; return old; }
+template <class T, class U> static inline T sparsetir_atomic_min(T* p, U v) { T old = *p; if ((T)v != (T)v || (T)v < old) *p = (T)v; return old; }
 #define CUDART_INF_F (__builtin_inff())
 #define CUDART_INF (__builtin_inf())
 #define CUDART_NAN_F (__builtin_nanf(""))

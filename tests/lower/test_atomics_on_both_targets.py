@@ -98,3 +98,16 @@ def test_an_atomic_max_builds_for_cuda_with_its_helper(tmp_path):
     emulate_module(scheduled_module(func, "cuda"), kernel.source, {"Idx": idx, "V": values, "Out": out},
                    sizes={"nk": 3, "npairs": 10, "nout": 7})
     np.testing.assert_array_equal(out, reference)
+    # A NaN value reaches its output (numpy's maximum and torch's amax propagate it), whether the
+    # reduction meets it first or last: the CPU's float max and the atomic helper both keep it.
+    values[0, 0], values[2, 9] = np.nan, np.nan
+    reference = np.full(7, -np.inf, np.float32)
+    np.maximum.at(reference, idx.reshape(-1), values.reshape(-1))
+    assert np.isnan(reference).sum() >= 1
+    out = np.zeros(7, np.float32)
+    build(func)(Idx=idx, V=values, Out=out, nout=7)
+    np.testing.assert_array_equal(out, reference)
+    out = np.zeros(7, np.float32)
+    emulate_module(scheduled_module(func, "cuda"), kernel.source, {"Idx": idx, "V": values, "Out": out},
+                   sizes={"nk": 3, "npairs": 10, "nout": 7})
+    np.testing.assert_array_equal(out, reference)

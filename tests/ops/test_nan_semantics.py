@@ -204,7 +204,7 @@ def test_rgms_an_infinite_w_r_makes_the_same_rows_non_finite_in_every_dataflow(d
 
 @pytest.mark.parametrize("reduce", ["max", "min"])
 def test_max_min_aggregation_keeps_a_nan_as_torch_amax(reduce):
-    """The compiled max is a compare-and-select (nan > x is false): a NaN in B[j, k] must still reach
+    """A plain compare-and-select max drops a NaN (nan > x is false): a NaN in B[j, k] must still reach
     C[i, k] of every row i with an entry j, as scatter_reduce's amax/amin (make fuzz seed 0, case 13)."""
     from sparsetir.ops.torch_aggregate import spmm_reduce
 
@@ -222,3 +222,17 @@ def test_max_min_aggregation_keeps_a_nan_as_torch_amax(reduce):
     assert torch.equal(torch.isnan(got), torch.isnan(expected)) and torch.isnan(got).any()
     torch.testing.assert_close(got.nan_to_num(), expected.nan_to_num())
 
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_max_min_aggregation_keeps_a_nan_first_or_last_in_the_row(reduce):
+    """The float reduction itself propagates NaN (lower_sparse_buffer.combine): a NaN met first must
+    survive a later more extreme value, and one met last must replace the running extreme."""
+    from sparsetir.ops.torch_aggregate import spmm_reduce
+
+    big = 5.0 if reduce == "max" else -5.0
+    B = torch.tensor([[float("nan"), big, 1.0], [big, float("nan"), 2.0]])
+    indptr, indices = torch.tensor([0, 2, 3]), torch.tensor([0, 1, 1])
+    got = spmm_reduce(indptr, indices, B, 2, reduce)
+    assert torch.isnan(got[0, :2]).all() and got[0, 2] == (2.0 if reduce == "max" else 1.0)
+    assert torch.isnan(got[1, 1]) and got[1, 0] == big and got[1, 2] == 2.0
