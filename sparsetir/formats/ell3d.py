@@ -3,7 +3,7 @@
 Each relation's non-empty rows go to the smallest bucket whose width holds their degree; a row
 longer than the largest width becomes several ELL rows of that width (consecutive, one row id).
 So every bucket ``b`` is a relation-outermost ELL: relations -> the ELL rows of that relation
-(row ids) -> ``width_b`` slots (padding: column 0, value 0). The op iterates the buckets one
+(row ids) -> ``width_b`` slots (padding: column 0, value -0.0, which the op skips: ``ir.padding``). The op iterates the buckets one
 after the other (a format in parts, ``relational.RelationalFormat``); relations write the same
 output rows, so the relation loop is a reduction: serial on the CPU, atomic on CUDA.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import dense_fixed, size_vars, sparse_fixed, sparse_variable
-from ..runtime.slot_layout import SlotLayout
+from ..runtime.slot_layout import SlotLayout, mark_padding
 from .base import Field, positive_int
 from .registry import register_format
 from .relational import RelationalAxes, RelationalFormat, RelationalMatrix, check_relational, read_relational_input
@@ -67,7 +67,7 @@ class ELL3D(RelationalFormat):
             rows = sparse_variable(f"I_b{b}", relations, m, count)
             cols = sparse_fixed(f"J_b{b}", rows, n, width)
             parts.append(RelationalAxes((relations, rows, cols), rows, relations, cols, atomic=True,
-                                        values=f"A_b{b}", suffix=f"_b{b}"))
+                                        values=f"A_b{b}", suffix=f"_b{b}", padded=True))
         return parts
 
     def build(self, matrix: RelationalMatrix, index_dtype: str):
@@ -104,7 +104,7 @@ class ELL3D(RelationalFormat):
             arrays[f"I_b{b}_indptr"] = indptr.astype(idtype)
             arrays[f"I_b{b}_indices"] = (stacked_rows % max(m, 1)).astype(idtype)
             arrays[f"J_b{b}_indices"] = column.reshape(-1).astype(idtype)
-            values[f"A_b{b}"] = value.reshape(-1).astype(matrix.values.dtype)
+            values[f"A_b{b}"] = mark_padding(value.reshape(-1).astype(matrix.values.dtype), position.reshape(-1))
             positions[f"A_b{b}"] = position.reshape(-1)
             sizes[f"rows_b{b}"] = ell_rows
         arrays.update(values)

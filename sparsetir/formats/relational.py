@@ -110,6 +110,7 @@ class RelationalAxes:
     atomic: bool  # instances of the outer loops may write the same output rows (rows are not outermost)
     values: str = "A"  # the value buffer's name
     suffix: str = ""  # added to the iterations' and intermediates' names of this part
+    padded: bool = False  # the value buffer has padding slots holding -0.0, which the op skips (ir.padding)
 
 
 class RelationalFormat(Format):

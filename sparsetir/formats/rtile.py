@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import dense_fixed, size_vars, sparse_fixed, sparse_variable
-from ..runtime.slot_layout import SlotLayout
+from ..runtime.slot_layout import SlotLayout, mark_padding
 from .base import Field
 from .registry import register_format
 from .relational import RelationalAxes, RelationalFormat, RelationalMatrix, check_relational
@@ -59,7 +59,7 @@ class RTile(RelationalFormat):
         relations = sparse_variable("T", parts, nrel, tiles)
         rows = sparse_fixed("S", relations, m, self.rows)
         cols = sparse_fixed("J", rows, n, 1)
-        return RelationalAxes((parts, relations, rows, cols), rows, relations, cols, atomic=False)
+        return RelationalAxes((parts, relations, rows, cols), rows, relations, cols, atomic=False, padded=True)
 
     def build(self, matrix: RelationalMatrix, index_dtype: str):
         check_relational(matrix)
@@ -82,7 +82,7 @@ class RTile(RelationalFormat):
             np.arange(tiles, dtype=np.int64) - np.repeat(first_tile, tiles_per_group)) * T
         position = np.full(tiles * T, -1, dtype=np.int64)
         position[slot] = order
-        # padding: the tile's first entry's row and column (its own part's row), value 0
+        # padding: the tile's first entry's row and column (its own part's row), value -0.0 (skipped: ir.padding)
         filler = np.repeat(order[tile_first_entry] if tiles else np.zeros(0, np.int64), T)
         source = np.where(position >= 0, position, filler)
         values = np.where(position >= 0, np.asarray(matrix.values)[source] if matrix.nnz else 0, 0)
@@ -94,7 +94,7 @@ class RTile(RelationalFormat):
                   "T_indices": (group[starts] % max(R, 1)).repeat(tiles_per_group).astype(idtype),
                   "S_indices": row[source].astype(idtype) if tiles else np.zeros(0, idtype),
                   "J_indices": col[source].astype(idtype) if tiles else np.zeros(0, idtype),
-                  "A": values.astype(matrix.values.dtype)}
+                  "A": mark_padding(values.astype(matrix.values.dtype), position)}
         sizes_ = {"nrel": R, "m": m, "n": n, "tiles": tiles}
         return arrays, sizes_, SlotLayout(matrix.nnz, {"A": position}, {})
 

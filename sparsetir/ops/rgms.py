@@ -30,6 +30,8 @@ from .. import hooks
 from ..formats import parse_format, registered_formats
 from ..formats.relational import read_relational_input
 from ..ir import IDENTITY, SparseBuffer, SparseFunction, cast, dense_fixed, sparse_iteration, where
+from ..ir.axis import expr_dtype
+from ..ir.padding import guard_padding, is_floating
 from ..reference.rgms import RGMS_REFERENCE, rgms_flops_by_dataflow
 from ..runtime.kernel import Kernel
 from ..runtime.slot_layout import SlotLayout
@@ -175,10 +177,18 @@ def _staged_function(axes, X, W, Y, L, K, dtype, accum_dtype) -> SparseFunction:
 
     @sparse_iteration([parts, tiles, slots, K], "SRSS", name="scatter", accum_dtype=accum_dtype)
     def scatter(p, t, s, k):
-        Y[s, k] += cast(cast(A[p, t, s], wide) * Pt[p, t, s, k], dtype)
+        Y[s, k] += cast(_skip_padding(axes, cast(A[p, t, s], wide) * Pt[p, t, s, k], A[p, t, s]), dtype)
 
     func = SparseFunction("rgms", [product, scatter], params=[A, X, W, Y])
     return stage_tile(func, "tile", "scatter", depth=2, disjoint=True)
+
+
+def _skip_padding(axes, value, slot):
+    """``value`` (a product of the slot's value ``slot``), or for a padded format (``axes.padded``:
+    ``ell3d``'s buckets, ``rtile``'s tiles) the same guarded to add nothing for a padding slot (-0.0):
+    its column is a real one, so ``0 * X[col]`` would put a NaN of X into a row that does not read it
+    (``ir.padding``, docs/nan-semantics.md)."""
+    return guard_padding(value, slot, 0) if axes.padded and is_floating(expr_dtype(slot)) else value
 
 
 def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, init, feature_loops="kl") -> list:
@@ -195,7 +205,7 @@ def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, in
                           accum_dtype=accum_dtype, init=init)
         def edge(*it):
             i, r, j, (k, l) = role(it, axes.rows), role(it, axes.relations), role(it, axes.cols), pick(it)
-            Y[i, k] += A[it[:3]] * X[j, l] * W[r, l, k]
+            Y[i, k] += _skip_padding(axes, A[it[:3]] * X[j, l] * W[r, l, k], A[it[:3]])
 
         return [edge]
     if dataflow == "aggregate":
@@ -205,7 +215,7 @@ def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, in
         @sparse_iteration([*loops, L], "SSRS", name="aggregate" + axes.suffix, accum_dtype=accum_dtype)
         def gather(*it):
             j, l = role(it, axes.cols), it[-1]
-            H[(*it[:2], l)] += cast(A[it[:3]] * X[j, l], H.dtype)
+            H[(*it[:2], l)] += cast(_skip_padding(axes, A[it[:3]] * X[j, l], A[it[:3]]), H.dtype)
 
         counted = []
         if not outer[1].is_sparse:  # every (relation, row) pair is iterated, those with no edge too
@@ -232,7 +242,7 @@ def _part_iterations(axes, A, X, W, Y, T, L, K, dtype, dataflow, accum_dtype, in
                       accum_dtype=accum_dtype, init=init)
     def aggregate(*it):
         i, r, j, k = role(it, axes.rows), role(it, axes.relations), role(it, axes.cols), it[-1]
-        Y[i, k] += A[it[:3]] * T[r, j, k]
+        Y[i, k] += _skip_padding(axes, A[it[:3]] * T[r, j, k], A[it[:3]])
 
     return [aggregate]
 

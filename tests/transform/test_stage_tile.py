@@ -23,7 +23,9 @@ EXPECTED_STAGE2 = """\
                             Pt[s, k] += X[J_indices[(T_indptr[p] + t) * 8 + s + j], l] * W[T_indices[T_indptr[p] + t], l, k]
                     for s, k in grid(8, 32):
                         with block('scatter1_rest', kinds='SS'):
-                            Y[S_indices[(T_indptr[p] + t) * 8 + s], k] += A[p, t, s] * Pt[s, k]"""
+                            Y[S_indices[(T_indptr[p] + t) * 8 + s], k] += A[p, t, s] * T.reinterpret("float32", \
+T.reinterpret("uint32", Pt[s, k]) & T.Cast("uint32", T.reinterpret("uint32", A[p, t, s]) != T.uint32(2147483648)) * \
+T.uint32(4294967295))"""  # a padding slot (-0.0 in A) adds nothing: rtile is padded (ir.padding)
 
 
 def staged(rows=8, parts=4, f_in=16, f_out=32):
