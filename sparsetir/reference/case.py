@@ -35,8 +35,9 @@ def rounding_tolerance(magnitude: np.ndarray, reduction_length) -> np.ndarray:
 
 def host_array(result) -> np.ndarray:
     """A result as a float64 numpy array (from numpy, torch on any device, or cupy)."""
-    if hasattr(result, "detach"):  # torch
-        result = result.detach().cpu().numpy()
+    if hasattr(result, "detach"):  # torch (which has no numpy bfloat16: widen it first, exactly)
+        result = result.detach().cpu()
+        result = (result.float() if str(result.dtype) == "torch.bfloat16" else result).numpy()
     elif hasattr(result, "get") and not isinstance(result, np.ndarray):  # cupy
         result = result.get()
     return np.asarray(result, dtype=np.float64)

@@ -16,6 +16,11 @@ import numpy as np
 
 from .function import SIDECAR_SHA256, CompiledFunction, check_digest, file_sha256, sidecar
 from .marshal import aligned_empty, is_torch
+from .validate import numpy_dtype
+
+#: The sidecar array naming the arrays stored as the bits of bfloat16 values: ``.npy`` cannot name
+#: ml_dtypes' bfloat16, so ``np.savez`` would write it as raw two-byte records that load as ``void16``.
+BFLOAT16_ARRAYS = "__bfloat16__"
 
 __all__ = ["BoundKernel", "empty_like", "host", "read_export"]
 
@@ -78,7 +83,7 @@ class BoundKernel:
         library and of the structure) and ``<path>.npz`` (the structure). ``sparsetir.runtime.load(path)``
         reads them back."""
         path = Path(path)
-        arrays = self._sidecar_arrays()
+        arrays = _encode_bfloat16(self._sidecar_arrays())
         path.parent.mkdir(parents=True, exist_ok=True)
         np.savez(sidecar(path, ".npz"), **arrays)
         return self.function.export(path, kernel={"spec": self.spec, "sizes": self.sizes, "nnz": self._export_nnz()},
@@ -104,11 +109,41 @@ def read_export(path, check_entry: Callable[[Path, object], None]) -> tuple[Comp
             arrays = {name: loaded[name] for name in loaded.files}
     except (OSError, ValueError, EOFError) as error:
         raise ValueError(f"{npz} is not a readable structure sidecar: {error}") from None
+    arrays = _decode_bfloat16(arrays, npz)
     sizes = kernel.get("sizes")
     if not isinstance(sizes, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
                                               for v in sizes.values()):
         raise ValueError(f"{path}: the manifest's sizes must be non-negative ints, got {sizes!r}")
     return function, kernel, arrays
+
+
+def _encode_bfloat16(arrays: dict) -> dict:
+    """``arrays`` with every bfloat16 array as its uint16 bits, named in :data:`BFLOAT16_ARRAYS`."""
+    names = sorted(name for name, array in arrays.items() if array.dtype.name == "bfloat16")
+    if not names:
+        return arrays
+    encoded = {name: array.view(np.uint16) if name in names else array for name, array in arrays.items()}
+    encoded[BFLOAT16_ARRAYS] = np.array(names, dtype=str)
+    return encoded
+
+
+def _decode_bfloat16(arrays: dict, npz: Path) -> dict:
+    """The inverse of :func:`_encode_bfloat16`, checked: each listed array exists as uint16 bits, and
+    no array is left with a dtype numpy cannot name (``void``), which nothing downstream could use."""
+    names = arrays.pop(BFLOAT16_ARRAYS, None)
+    raw = [name for name, array in arrays.items() if array.dtype.kind == "V"]  # before bfloat16 (kind V too)
+    if raw:
+        raise ValueError(f"{npz}: arrays {raw} have no numeric dtype (an export older than the bfloat16 "
+                         "encoding?); export the kernel again")
+    if names is not None:
+        if names.ndim != 1 or names.dtype.kind != "U":
+            raise ValueError(f"{npz}: {BFLOAT16_ARRAYS} must list array names, got {names.dtype} {names.shape}")
+        for name in names.tolist():
+            if name not in arrays or arrays[name].dtype != np.uint16:
+                raise ValueError(f"{npz}: {BFLOAT16_ARRAYS} names {name!r}, which is not a uint16 array of the "
+                                 "sidecar; export the kernel again")
+            arrays[name] = arrays[name].view(numpy_dtype("bfloat16"))
+    return arrays
 
 
 def empty_like(reference, shape, dtype):
@@ -123,4 +158,11 @@ def empty_like(reference, shape, dtype):
 
 def host(array):
     """A numpy array of ``array`` (a torch tensor is copied to the host)."""
-    return array if isinstance(array, np.ndarray) else array.detach().cpu().numpy()
+    if isinstance(array, np.ndarray):
+        return array
+    array = array.detach().cpu()
+    if str(array.dtype) == "torch.bfloat16":  # torch has no numpy bfloat16: hand its bits over
+        import torch  # noqa: PLC0415 - torch loads only for torch inputs
+
+        return array.view(torch.int16).numpy().view(numpy_dtype("bfloat16"))
+    return array.numpy()

@@ -49,8 +49,7 @@ def test_rounding_and_the_half_precision_check():
     assert np.all(half_precision_case(case, "float16").tolerance == pytest.approx(2e-2))  # 1e-2 of the output 2
 
 
-# float16 only: a bfloat16 kernel's exported structure reads back as void16 (runtime.load refuses it)
-@pytest.mark.parametrize("dtype", ["float16"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_a_half_conv_candidate_passes_the_check_the_runner_gives_it(dtype, tmp_path):
     from sparsetir.bench.bundle.conv import candidate_factory
     from sparsetir.bench.families.conv import ConvLayer, parse_layer
