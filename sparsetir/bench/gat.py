@@ -138,10 +138,10 @@ def gat_task(name: str, settings: GATSettings) -> TrainTask:
     (``graph``: ``adj_t``, the scipy CSR adjacency, row = target, and ``edge_index``)."""
     import torch  # noqa: PLC0415 - after the thread settings
 
-    from .sage import SageSettings, load_sage_graph  # noqa: PLC0415 - its loader: one split rule for both
+    from ..data.training_graph import load_training_graph  # noqa: PLC0415 - one loader and split for both trainings
 
-    graph = load_sage_graph(name, SageSettings(random_features=settings.random_features,
-                                               random_classes=settings.random_classes), settings.seed)
+    graph = load_training_graph(name, random_features=settings.random_features,
+                                random_classes=settings.random_classes, seed=settings.seed)
     features = graph.features.toarray() if hasattr(graph.features, "toarray") else np.asarray(graph.features)
     adj_t = graph.adj_t
     rows = np.repeat(np.arange(adj_t.shape[0], dtype=np.int64), np.diff(adj_t.indptr))

@@ -41,7 +41,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["SageGraph", "SageSettings", "load_sage_graph", "run_sage",
+from ..data.training_graph import SPLIT, TrainingGraph, load_training_graph
+
+__all__ = ["SageSettings", "load_sage_graph", "run_sage",
            "sparsetir_contender"]
 
 MODES = ("full", "minibatch")
@@ -62,7 +64,7 @@ class SageSettings:
     batch_size: int = 1024
     random_features: int = 128
     random_classes: int = 8
-    split: tuple = (0.6, 0.2, 0.2)
+    split: tuple = SPLIT
 
     def __post_init__(self):
         if self.epochs <= self.warmup:
@@ -71,56 +73,11 @@ class SageSettings:
             raise ValueError(f"fanouts {list(self.fanouts)} must give one hop per layer ({self.layers})")
 
 
-@dataclass
-class SageGraph:
-    """``adj_t`` (float32 CSR, row = target), ``features`` (CSR or dense), labels and the split."""
-
-    name: str
-    adj_t: sp.csr_matrix
-    features: object
-    labels: np.ndarray
-    labelled: bool
-    description: str
-    train: np.ndarray = field(default=None)
-    val: np.ndarray = field(default=None)
-    test: np.ndarray = field(default=None)
-
-    @property
-    def num_classes(self) -> int:
-        return int(self.labels.max()) + 1
-
-
-def load_sage_graph(name: str, settings: SageSettings, seed: int = 0) -> SageGraph:
-    """A labelled graph with its features, or any other graph with seeded random features and labels;
-    the nodes split at random (seeded) into train / val / test."""
-    from ..data.node_classification import labelled_graphs, load_node_classification  # noqa: PLC0415 - after threads
-
-    rng = np.random.default_rng(seed)
-    if name in labelled_graphs():
-        data = load_node_classification(name)
-        graph = SageGraph(name, data.adjacency, data.features, np.asarray(data.labels), True, data.description)
-    else:
-        from ..data import is_generated, names  # noqa: PLC0415 - after the thread settings
-        from .datasets import load_matrix  # noqa: PLC0415 - the baselines package loads with the harness only
-
-        if not is_generated(name) and name not in names():
-            raise KeyError(f"unknown dataset {name!r}: a labelled graph ({', '.join(labelled_graphs())}), another "
-                           "registry graph (random features and labels) or a generator spec")
-        adj = load_matrix(name, seed)
-        if adj.shape[0] != adj.shape[1]:
-            raise ValueError(f"{name} is {adj.shape[0]} x {adj.shape[1]}: GraphSAGE needs a graph (square)")
-        adj = sp.csr_matrix((np.ones(adj.nnz, np.float32), adj.indices, adj.indptr), shape=adj.shape)
-        n = adj.shape[0]
-        features = rng.standard_normal((n, settings.random_features), dtype=np.float32)
-        labels = rng.integers(0, settings.random_classes, n)
-        graph = SageGraph(name, adj, features, labels, False,
-                          f"{name}: random features ({settings.random_features}) and labels: time only")
-    order = rng.permutation(graph.labels.shape[0])
-    train_end = int(round(settings.split[0] * order.size))
-    val_end = train_end + int(round(settings.split[1] * order.size))
-    graph.train, graph.val, graph.test = np.sort(order[:train_end]), np.sort(order[train_end:val_end]), np.sort(
-        order[val_end:])
-    return graph
+def load_sage_graph(name: str, settings: SageSettings, seed: int = 0) -> TrainingGraph:
+    """``name`` as a :class:`~sparsetir.data.training_graph.TrainingGraph` under ``settings``' random
+    features, classes and split."""
+    return load_training_graph(name, random_features=settings.random_features,
+                               random_classes=settings.random_classes, split=settings.split, seed=seed)
 
 
 # --- sparsetir's contenders ----------------------------------------------------------------------
@@ -211,7 +168,7 @@ def _torch_csr(csr: sp.csr_matrix):
 SPARSE_FEATURES_BELOW = 0.1
 
 
-def _features(graph: SageGraph, sparse):
+def _features(graph: TrainingGraph, sparse):
     """(the full-graph input, the source a step gathers its rows from): dense tensors, or for
     ``sparse`` features (``"auto"``: below :data:`SPARSE_FEATURES_BELOW` density) a torch CSR tensor
     and the scipy CSR matrix."""
@@ -294,7 +251,7 @@ def run_sage(dataset: str, mode: str, settings: SageSettings, *, seeds=(0,), con
     return records
 
 
-def _state(graph: SageGraph, settings: SageSettings, seed: int) -> dict:
+def _state(graph: TrainingGraph, settings: SageSettings, seed: int) -> dict:
     """The initial weights of every contender (PyG GraphSAGE's keys)."""
     import torch  # noqa: PLC0415 - after the thread settings
 
@@ -318,7 +275,7 @@ def _contender_blocks(contender, batch) -> list:
     return contender.blocks(_block_arrays(batch))
 
 
-def _setup(run: _Run, graph: SageGraph, mode: str, settings: SageSettings, state: dict, epoch_batches) -> None:
+def _setup(run: _Run, graph: TrainingGraph, mode: str, settings: SageSettings, state: dict, epoch_batches) -> None:
     import torch  # noqa: PLC0415 - after the thread settings
 
     started = time.perf_counter()
@@ -347,7 +304,7 @@ def _setup(run: _Run, graph: SageGraph, mode: str, settings: SageSettings, state
     run.setup_s = time.perf_counter() - started
 
 
-def _train(graph: SageGraph, mode: str, settings: SageSettings, seed: int, runs: dict, log) -> float:
+def _train(graph: TrainingGraph, mode: str, settings: SageSettings, seed: int, runs: dict, log) -> float:
     """Interleaved training of every available run; returns the seconds spent sampling batches."""
     import torch  # noqa: PLC0415 - after the thread settings
 
@@ -434,7 +391,7 @@ def _profiled_epoch(run: _Run, mode: str, seed: int, settings: SageSettings, tra
         return None
 
 
-def _accuracy(run: _Run, graph: SageGraph, labels) -> dict:
+def _accuracy(run: _Run, graph: TrainingGraph, labels) -> dict:
     import torch  # noqa: PLC0415 - after the thread settings
 
     model = run.eval_model
