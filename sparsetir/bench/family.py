@@ -345,9 +345,11 @@ class Family:
     case_in_workers = True
     #: the figures the figure job draws: output name -> file under ``<family>/figures/``
     figures: Mapping[str, str] = {}
-    #: training experiments a section's key enables: key -> experiment (their rules are training.smk's,
-    #: their results under ``<family>/<key>/``)
-    trainings: Mapping[str, str] = {}
+    #: the training experiment of a ``"training"`` workflow (a ``bench.training.Trainer``)
+    trainer = None
+    #: training experiments a section's key enables: key -> ``bench.training.Trainer`` (their rules are
+    #: training.smk's, their results under ``<family>/<key>/``)
+    trainings: Mapping[str, object] = {}
 
     def workflow_cases(self, settings: Mapping) -> dict[str, dict]:
         """The case jobs of the config section ``settings``: file name (a slug) -> the case's keywords."""

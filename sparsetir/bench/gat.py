@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from .training import TRAINING_POLICY, TrainSettings, TrainTask, benchmark_training, training_main, training_summary
 
 __all__ = ["BASELINES", "EXPERIMENT", "GATSettings", "GATModel", "SparsetirGAT", "benchmark_gat_training",
-           "gat_contenders", "gat_task", "main"]
+           "check_gat_dataset", "gat_contenders", "gat_task", "main"]
 
 EXPERIMENT = "gat"
 SPARSETIR = "sparsetir"
@@ -131,6 +131,16 @@ class SparsetirGAT:
         h = F.elu(model.convs[0](dropped, structure))  # the input dropout done: the rest as gat_forward
         h = dropout(h, p=self.dropout, training=model.training)
         return model.convs[1](h, structure)
+
+
+def check_gat_dataset(name: str) -> None:
+    """``ValueError`` unless ``name`` is a labelled graph, a registry graph or a generator spec."""
+    from ..data import is_generated, names  # noqa: PLC0415 - after the thread settings
+    from ..data.node_classification import labelled_graphs  # noqa: PLC0415 - after the thread settings
+
+    if not is_generated(name) and name not in set(names()) | set(labelled_graphs()):
+        raise ValueError(f"unknown dataset {name!r}; labelled graphs: {', '.join(labelled_graphs())}, or any "
+                         "registry graph (random features, time only)")
 
 
 def gat_task(name: str, settings: GATSettings) -> TrainTask:

@@ -29,11 +29,27 @@ from dataclasses import dataclass, field
 
 from ..timing import DEFAULT, Stats, TimingPolicy, time_interleaved
 
-__all__ = ["TRAINING_POLICY", "TrainRun", "TrainSettings", "TrainTask", "benchmark_training", "prepare_runs",
+__all__ = ["TRAINING_POLICY", "TrainRun", "Trainer", "TrainSettings", "TrainTask", "benchmark_training", "prepare_runs",
            "time_epochs", "train_and_score", "training_record", "training_summary"]
 
 #: Timing of training epochs: a flush before each, a short warm-up (an epoch is long), 20 samples.
 TRAINING_POLICY = DEFAULT.replace(warmup_s=0.0, min_warmup=2, samples=20, min_samples=5)
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """A training experiment as the workflow runs it (``workflows/scripts/training_family.py``), declared
+    by its family: ``benchmark(dataset, settings, contenders=, policy=, log=)`` gives the records,
+    ``settings(epochs=, seed=)`` the setup, ``contenders(baselines)`` the contenders, ``summary(records)``
+    the log line; ``check_dataset(name)`` raises ``ValueError`` for a dataset the trainer cannot load."""
+
+    name: str
+    title: str
+    benchmark: Callable
+    settings: type
+    contenders: Callable
+    summary: Callable
+    check_dataset: Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,8 @@ for _name, _family in registered_families().items():
         FAMILY_TARGETS[_name] = (lambda targets: lambda: targets)(_training(_name, _name, _section, _name))
         continue
     check_family_config(_name, _section)
-    _trainings = [target for key, experiment in _family.trainings.items() if _section.get(key) is not None
-                  for target in _training(experiment, f"{_name}/{key}", _section[key], f"{_name}.{key}")]
+    _trainings = [target for key, trainer in _family.trainings.items() if _section.get(key) is not None
+                  for target in _training(trainer.name, f"{_name}/{key}", _section[key], f"{_name}.{key}")]
     FAMILY_TARGETS[_name] = _targets(_name, _family, _trainings)
     _cases = _family.workflow_cases(_section)
     _extras = _family.workflow_extras(_section)

@@ -1,10 +1,9 @@
-"""Workflow steps of the full-graph training families: GAT (``gat``) and R-GCN entity classification
-(``rgcn`` section ``training``), one module, three steps (``snakemake.params.step``):
+"""Workflow steps of the full-graph training experiments the families declare (``Family.trainer``,
+``Family.trainings``: a ``bench.training.Trainer`` each), one module, three steps (``snakemake.params.step``):
 
 ``train``    one dataset: every contender (sparsetir's layer, the baselines the libraries declare
              for the family) trained from one initial state_dict, scored, then one epoch of each
-             timed interleaved (``sparsetir.bench.gat`` / ``sparsetir.bench.rgcn_train``); writes
-             its records atomically;
+             timed interleaved (the trainer's benchmark); writes its records atomically;
 ``tables``   ``speedup.csv``, ``.md``, ``.tex``: per (dataset, contender) ms per epoch (median,
              p20, p80), speedup over the best baseline, test accuracy and its difference from the
              best baseline's (points), peak memory (GAT) against PyG's, set-up and first-epoch
@@ -12,11 +11,10 @@
              and the load average while the jobs ran;
 ``figures``  ``epoch_time.png``: ms per epoch per graph, one bar per contender (log scale).
 
-:data:`TRAINERS` is the registry: family -> (bench module, benchmark function, settings class,
-contenders function); a new training family is one entry here and one config section.
+The trainers come from the family registry (``sparsetir.bench.families.trainers``); a new training
+experiment is one declaration there and one config section.
 """
 
-import importlib
 import json
 import math
 import sys
@@ -26,36 +24,28 @@ import numpy as np
 import pandas as pd
 
 SPARSETIR_PREFIX = "sparsetir"
-#: experiment -> (module, benchmark function, settings class, contenders function, what it trains)
-TRAINERS = {
-    "gat": ("sparsetir.bench.gat", "benchmark_gat_training", "GATSettings", "gat_contenders",
-            "GAT training (2 GATConv layers, 8 heads of 8)"),
-    "rgcn-train": ("sparsetir.bench.rgcn_train", "benchmark_rgcn_training", "RGCNTrainSettings",
-                   "rgcn_training_contenders", "R-GCN entity classification training (2 layers, 30 bases)"),
-}
+
+
+def _trainer(experiment: str):
+    from sparsetir.bench.families import trainers
+
+    known = trainers()
+    if experiment not in known:
+        raise ValueError(f"unknown training experiment {experiment!r}; known: {', '.join(known)}")
+    return known[experiment]
 
 
 def check_training_config(experiment: str, section: dict, where: str) -> dict:
     """What the schema cannot check: the datasets a trainer knows. Raises ``ValueError`` naming the key."""
-    if experiment not in TRAINERS:
-        raise ValueError(f"{where}: unknown training experiment {experiment!r}; known: {', '.join(TRAINERS)}")
-    if experiment == "gat":
-        from sparsetir.data import is_generated, names
-        from sparsetir.data.node_classification import labelled_graphs
-
-        known = set(names()) | set(labelled_graphs())
-        for name in section["datasets"]:
-            if not is_generated(name) and name not in known:
-                raise ValueError(f"config {where}.datasets: unknown dataset {name!r}; labelled graphs: "
-                                 f"{', '.join(labelled_graphs())}, or any registry graph (random features, time only)")
-    else:
-        from sparsetir.data.random_relational import check_relational_name
-
-        for name in section["datasets"]:
-            try:
-                check_relational_name(name)
-            except ValueError as error:
-                raise ValueError(f"config {where}.datasets: {error}") from None
+    try:
+        trainer = _trainer(experiment)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    for name in section["datasets"]:
+        try:
+            trainer.check_dataset(name)
+        except ValueError as error:
+            raise ValueError(f"config {where}.datasets: {error}") from None
     return section
 
 
@@ -73,15 +63,14 @@ def train(*, experiment: str, output: Path, dataset: str, section: dict, data: d
     from sparsetir.bench.records import write_json_atomic
     from sparsetir.bench.training import TRAINING_POLICY
 
-    module_name, benchmark, settings_class, contenders, _title = TRAINERS[experiment]
-    module = importlib.import_module(module_name)
-    settings = getattr(module, settings_class)(epochs=section["epochs"], seed=section.get("seed", 0))
+    trainer = _trainer(experiment)
+    settings = trainer.settings(epochs=section["epochs"], seed=section.get("seed", 0))
     samples = section["samples"]
     policy = TRAINING_POLICY.replace(samples=samples, min_samples=min(samples, TRAINING_POLICY.min_samples))
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    records = getattr(module, benchmark)(dataset, settings, contenders=getattr(module, contenders)(
-        section.get("baselines")), policy=policy, log=log)
-    log(module.summary(records))
+    records = trainer.benchmark(dataset, settings, contenders=trainer.contenders(section.get("baselines")),
+                                policy=policy, log=log)
+    log(trainer.summary(records))
     write_json_atomic(output, records)
     return records
 
@@ -136,7 +125,7 @@ def markdown(table: pd.DataFrame, experiment: str, target: float | None) -> str:
     from sparsetir.bench.report.intervals import geomean
     from sparsetir.bench.report.tables import headline_table, row_interval, speedup_cell
 
-    title = TRAINERS[experiment][4]
+    title = _trainer(experiment).title
     parts = [f"# {experiment}: {title} (ms per epoch; speedup over the best baseline)", ""]
     load = table["loadavg_1min"].dropna()
     if len(load):
@@ -206,7 +195,7 @@ def epoch_time_figure(frame: pd.DataFrame, experiment: str, path: Path) -> None:
     from sparsetir.bench.report.figures import time_figure
 
     time_figure(frame, path, case=["dataset"], label=lambda row: str(row["dataset"]),
-                title=f"{TRAINERS[experiment][4]}: ms per epoch (lower is better)", value="ms_per_epoch",
+                title=f"{_trainer(experiment).title}: ms per epoch (lower is better)", value="ms_per_epoch",
                 ylabel="ms per epoch (median)", low="p20_ms", high="p80_ms")
 
 

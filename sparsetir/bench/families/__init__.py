@@ -10,7 +10,7 @@ import pkgutil
 
 from ..family import Family, registered
 
-__all__ = ["families", "family", "family_names"]
+__all__ = ["families", "family", "family_names", "trainers"]
 
 
 def family_names() -> tuple[str, ...]:
@@ -34,3 +34,12 @@ def family(name: str) -> Family:
     if name not in known:
         raise ValueError(f"unknown experiment family {name!r}; known: {', '.join(known)}")
     return known[name]
+
+
+def trainers() -> dict:
+    """Every training experiment the families declare (``Family.trainer``, ``Family.trainings``), by name."""
+    found = {}
+    for declared in families().values():
+        for trainer in ([declared.trainer] if declared.trainer is not None else []) + [*declared.trainings.values()]:
+            found[trainer.name] = trainer
+    return found

@@ -6,8 +6,16 @@
 from __future__ import annotations
 
 from ..family import Family, register
-from ..gat import DEFAULT_DATASETS, EXPERIMENT, GATSettings, benchmark_gat_training, gat_contenders, summary
-from ..training import TRAINING_POLICY
+from ..gat import (
+    DEFAULT_DATASETS,
+    EXPERIMENT,
+    GATSettings,
+    benchmark_gat_training,
+    check_gat_dataset,
+    gat_contenders,
+    summary,
+)
+from ..training import TRAINING_POLICY, Trainer
 
 __all__ = ["FAMILY"]
 
@@ -19,6 +27,8 @@ class GAT(Family):
     title = "GAT training"
     description = "GAT training (2 layers, 8 heads of 8) vs PyG and DGL GATConv"
     workflow = "training"  # training.smk's rules over the config section
+    trainer = Trainer(EXPERIMENT, "GAT training (2 GATConv layers, 8 heads of 8)", benchmark_gat_training,
+                      GATSettings, gat_contenders, summary, check_gat_dataset)
 
     def contenders(self, sparsetir_formats=(None,), baselines=None, **_):
         """sparsetir and the declared GAT baselines (``bench.gat.gat_contenders``)."""

@@ -42,6 +42,10 @@ from ..case_runner import short_reason, unavailable_records
 from ..family import SPARSETIR, Contender, Family, register
 from ..memory import attach_memory
 from ..records import provenance
+from ..rgcn_train import EXPERIMENT as TRAINING_EXPERIMENT
+from ..rgcn_train import RGCNTrainSettings, benchmark_rgcn_training, rgcn_training_contenders
+from ..rgcn_train import summary as training_summary
+from ..training import Trainer
 
 __all__ = ["DEFAULT_DATASETS", "DEFAULT_DIMS", "FAMILY", "benchmark_dataset", "check_dims", "load_graph",
            "rgcn_flops", "rgcn_min_bytes"]
@@ -97,7 +101,10 @@ class RGCN(Family):
     case_folder = "timed"  # then the memory step writes records/
     finish_step = "memory"
     figures = {"figure": "rgcn_inference.png"}
-    trainings = {"training": "rgcn-train"}  # entity-classification training: training.smk's rules
+    #: entity-classification training: training.smk's rules
+    trainings = {"training": Trainer(TRAINING_EXPERIMENT, "R-GCN entity classification training (2 layers, 30 bases)",
+                                     benchmark_rgcn_training, RGCNTrainSettings, rgcn_training_contenders,
+                                     training_summary, check_relational_name)}
 
     def workflow_cases(self, settings) -> dict[str, dict]:
         """One job per graph."""
