@@ -14,7 +14,7 @@ The nodes are split at random (seeded), 60/20/20, as the GraphSAGE benchmark spl
 Bag-of-words features (density below 10%: coauthor_cs) reach sparsetir's contender as a torch
 sparse CSR tensor (``SparsetirGAT(sparse_features="auto")``): its first projection is an SpMM and
 the input dropout drops stored values only; the baselines get the dense matrix, as their layers take.
-sparsetir's dropouts (input, hidden, attention) are ``sparsetir.nn.dropout``: torch's distribution, the
+sparsetir's dropouts (input, hidden, edge coefficients) are ``sparsetir.nn.dropout``: torch's distribution, the
 CPU mask drawn by numpy's PCG64 in one pass (torch's ``bernoulli_`` was most of the epoch); the
 baselines use torch's.
 

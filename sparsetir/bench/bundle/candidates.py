@@ -21,7 +21,7 @@ from ...reference.case import Case
 from ...runtime import load
 
 #: a half-precision candidate's check allows this much error relative to the output's largest value
-#: (block-sparse attention's bundle allows 1e-2 for its tensor-core kernels too)
+#: (the block-sparse softmax family's bundle allows 1e-2 for its tensor-core kernels too)
 HALF_RELATIVE_TOLERANCE = {"float16": 1e-2, "bfloat16": 3e-2}
 
 

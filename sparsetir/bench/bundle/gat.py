@@ -1,4 +1,4 @@
-"""GAT in a GPU bundle: the fused attention's kernels built here, a training step checked and timed on the GPU host.
+"""GAT in a GPU bundle: the fused GAT layer's kernels built here, a training step checked and timed on the GPU host.
 
 Build (compile host, :func:`build_gat_section`): for each graph of the ``gat`` family (``bench.gat.gat_task``:
 pubmed, amazon_cs, coauthor_cs, ...) its structure (adj_t CSR, before self-loops) goes to
@@ -222,7 +222,7 @@ def _peak_memory(run, device: str) -> int | None:
 def _sizes(inputs: GATInputs, edges: int) -> tuple[int, int]:
     """``(min_bytes, flops)`` of one step: the features read once, the structure (with self-loops) read by the
     forward and the backward, the output written; the projections (forward, the weights' gradients, the second
-    layer's input gradient) and the attention's per-edge work (forward 2 x width, backward 4 x width)."""
+    layer's input gradient) and the edge coefficients' per-edge work (forward 2 x width, backward 4 x width)."""
     n, f_in, width, classes = inputs.num_nodes, int(inputs.X.shape[1]), inputs.heads * inputs.hidden, inputs.classes
     min_bytes = n * f_in * 4 + 2 * (edges * 8 + (n + 1) * 8) + n * classes * 4
     flops = 2 * n * (f_in * width + width * classes) * 2 + 2 * n * width * classes + 6 * edges * (width + classes)
