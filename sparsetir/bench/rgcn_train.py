@@ -28,7 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data.random_relational import RELATIONAL_PREFIX, parse_relational_spec
-from .training import TRAINING_POLICY, TrainSettings, TrainTask, benchmark_training, training_main, training_summary
+from .training import (
+    TRAINING_POLICY,
+    TrainSettings,
+    TrainTask,
+    benchmark_training,
+    declared_baselines,
+    training_main,
+    training_summary,
+)
 
 __all__ = ["BASELINES", "EXPERIMENT", "RGCNTrainSettings", "SparsetirRGCN", "benchmark_rgcn_training",
            "entity_task", "main", "rgcn_training_contenders"]
@@ -118,14 +126,8 @@ def rgcn_training_contenders(names=None, *, sparsetir_formats: dict | None = Non
     """``{name: contender}``: sparsetir's (``{name: format}``, default ``{"sparsetir": None}``) then the
     declared baselines (``names``: variant or library names, default every default one); a baseline
     that cannot run here gives the reason in its contender's place."""
-    import baselines  # noqa: PLC0415 - the baselines load after the thread settings
-
     contenders = {name: SparsetirRGCN(name, fmt) for name, fmt in (sparsetir_formats or {SPARSETIR: None}).items()}
-    chosen = baselines.variants(EXPERIMENT, names if names is not None else baselines.default_names(EXPERIMENT))
-    for name, entry in chosen.items():
-        ok, reason = entry.available()
-        contenders[name] = entry.build() if ok else f"unavailable: {reason}"
-    return contenders
+    return {**contenders, **declared_baselines(EXPERIMENT, names)}
 
 
 def _initial_state(dims: dict, seed: int) -> dict:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from ..timing import DEFAULT, Stats, TimingPolicy, time_interleaved
 
-__all__ = ["TRAINING_POLICY", "TrainRun", "Trainer", "TrainSettings", "TrainTask", "benchmark_training", "prepare_runs",
+__all__ = ["TRAINING_POLICY", "TrainRun", "Trainer", "TrainSettings", "TrainTask", "benchmark_training", "declared_baselines", "prepare_runs",
            "time_epochs", "train_and_score", "training_record", "training_summary"]
 
 #: Timing of training epochs: a flush before each, a short warm-up (an epoch is long), 20 samples.
@@ -122,6 +122,16 @@ class TrainRun:
             predicted = self.contender.forward(self.model, self.structure, self.task.x).argmax(dim=1)
         test = self.task.test_idx
         return float((predicted.index_select(0, test) == self.task.y.index_select(0, test)).float().mean())
+
+
+def declared_baselines(experiment: str, names=None) -> dict:
+    """``{name: contender}`` of the baselines the libraries declare for ``experiment`` (``names``: variant or
+    library names, default every default one); one that cannot run here gives ``"unavailable: <reason>"``."""
+    import baselines  # noqa: PLC0415 - the baselines load after the thread settings
+
+    chosen = baselines.variants(experiment, names if names is not None else baselines.default_names(experiment))
+    return {name: entry.build() if ok else f"unavailable: {reason}"
+            for name, entry in chosen.items() for ok, reason in [entry.available()]}
 
 
 def prepare_runs(contenders: Mapping[str, object], task: TrainTask, state: dict, settings: TrainSettings,
