@@ -38,7 +38,15 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .training import TRAINING_POLICY, TrainSettings, TrainTask, benchmark_training, training_main, training_summary
+from .training import (
+    TRAINING_POLICY,
+    TrainSettings,
+    TrainTask,
+    benchmark_training,
+    declared_baselines,
+    training_main,
+    training_summary,
+)
 
 __all__ = ["BASELINES", "EXPERIMENT", "GATSettings", "GATModel", "SparsetirGAT", "benchmark_gat_training",
            "check_gat_dataset", "gat_contenders", "gat_task", "main"]
@@ -170,8 +178,6 @@ def gat_task(name: str, settings: GATSettings) -> TrainTask:
 def gat_contenders(names=None) -> dict:
     """``{name: contender}``: sparsetir's, then the declared baselines (``names``: variant or library
     names, default every default one); a baseline that cannot run here gives the reason instead."""
-    from .training import declared_baselines  # noqa: PLC0415 - with the baselines, after the thread settings
-
     return {SPARSETIR: SparsetirGAT(), **declared_baselines(EXPERIMENT, names)}
 
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from ..timing import DEFAULT, Stats, TimingPolicy, time_interleaved
 
-__all__ = ["TRAINING_POLICY", "TrainRun", "Trainer", "TrainSettings", "TrainTask", "benchmark_training", "declared_baselines", "prepare_runs",
-           "time_epochs", "train_and_score", "training_record", "training_summary"]
+__all__ = ["TRAINING_POLICY", "TrainRun", "TrainSettings", "TrainTask", "Trainer", "benchmark_training",
+           "declared_baselines", "prepare_runs", "time_epochs", "train_and_score", "training_record", "training_summary"]
 
 #: Timing of training epochs: a flush before each, a short warm-up (an epoch is long), 20 samples.
 TRAINING_POLICY = DEFAULT.replace(warmup_s=0.0, min_warmup=2, samples=20, min_samples=5)

@@ -26,6 +26,7 @@ from tvm.ir.expr import TensorLoad
 from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as T
 
+from ..ir.padding import is_floating
 from .offsets import buffer_offsets
 from .regions import widen_local_dependent_regions
 from .stage2 import FIND, Block, Fill, FusedGroup, Search, Stage2Function, Store, _local_buffers
@@ -60,7 +61,7 @@ def combine(reducer: str, current, value):
     One compare more per update; it vectorises as the plain select does."""
     if reducer == "sum":
         return current + value
-    if str(value.ty).startswith(("float", "bfloat")):
+    if is_floating(value.ty):
         wins = current > value if reducer == "max" else current < value
         return tirx.Select(tirx.Or(wins, tirx.isnan(current)), current, value)
     return tirx.Max(current, value) if reducer == "max" else tirx.Min(current, value)
