@@ -86,15 +86,19 @@ class SparsetirSage:
     """``sparsetir.nn.GraphSAGE``: structures as ``(indptr, indices)`` tensors (full graph) or
     ``Adjacency`` blocks; ``sparse_features``: the input features as a torch CSR tensor (``"auto"``:
     where they are sparse enough to gain, :data:`SPARSE_FEATURES_BELOW`); ``compiled``:
-    ``torch.compile(fullgraph=True)`` (full graph only: every batch is a new shape)."""
+    ``torch.compile(fullgraph=True)`` (full graph only: every batch is a new shape);
+    ``dropout_in_aggregation``: GraphSAGE's option (the dropout read inside the next layer's op)."""
 
-    def __init__(self, name: str, *, sparse_features: bool = False, compiled: bool = False, format: str = "csr"):
+    def __init__(self, name: str, *, sparse_features: bool = False, compiled: bool = False, format: str = "csr",
+                 dropout_in_aggregation: bool = False):
         self.name, self.sparse_features, self.compiled, self.format = name, sparse_features, compiled, format
+        self.dropout_in_aggregation = dropout_in_aggregation
 
     def model(self, in_channels, hidden, num_layers, out_channels, dropout, state):
         from ..nn import GraphSAGE  # noqa: PLC0415 - after the thread settings
 
-        model = GraphSAGE(in_channels, hidden, num_layers, out_channels, dropout=dropout, format=self.format)
+        model = GraphSAGE(in_channels, hidden, num_layers, out_channels, dropout=dropout, format=self.format,
+                          dropout_in_aggregation=self.dropout_in_aggregation)
         model.load_state_dict(state)
         return model
 
@@ -116,9 +120,10 @@ class SparsetirSage:
 
 
 def sparsetir_contender(name: str, options: dict | None = None) -> SparsetirSage:
-    """A sparsetir contender from its config options (``sparse_features``, ``compiled``, ``format``)."""
+    """A sparsetir contender from its config options (``sparse_features``, ``compiled``, ``format``,
+    ``dropout_in_aggregation``)."""
     options = dict(options or {})
-    unknown = set(options) - {"sparse_features", "compiled", "format"}
+    unknown = set(options) - {"sparse_features", "compiled", "format", "dropout_in_aggregation"}
     if unknown:
         raise ValueError(f"sparsetir contender {name!r}: unknown options {sorted(unknown)}")
     return SparsetirSage(name, **options)

@@ -15,7 +15,7 @@ from tvm import tirx
 
 from .axis import Axis
 
-VALUE_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64")
+VALUE_DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "uint8")  # uint8: a mask, read and cast
 
 _recording = threading.local()
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["dropout", "keep_mask"]
+__all__ = ["draw_keep", "dropout", "keep_mask"]
 
 CHUNK = 1 << 16  # entries per step: the uniforms, the mask and the values of one step stay in the L2 cache
 
@@ -43,6 +43,14 @@ def keep_mask(shape, p: float) -> Tensor:
             rng.random(out=part, dtype=np.float32)
             np.greater_equal(part, np.float32(p), out=flat[start:stop])
     return keep
+
+
+def draw_keep(x: Tensor, p: float) -> Tensor:
+    """A bool mask of ``x``'s shape on its device, each entry kept with probability ``1 - p``: :func:`keep_mask`
+    (PCG64) on the CPU for float32/float64, torch's ``bernoulli_`` elsewhere (as :func:`dropout` chooses)."""
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+        return keep_mask(x.shape, p)
+    return torch.empty(x.shape, dtype=torch.bool, device=x.device).bernoulli_(1.0 - p)
 
 
 def _masked_scale(values: Tensor, keep: Tensor, scale: float, p: float | None = None) -> Tensor:

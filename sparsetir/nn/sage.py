@@ -11,6 +11,11 @@ row scale inside the reduction with no value array (``spmm_row_scaled``, its gra
 A^T); otherwise an SpMM whose values are the weights divided by the degree. Node features may be
 a torch sparse CSR tensor (bag-of-words features are mostly zeros): the projections are then
 SpMMs too. Max and min aggregate first (``torch.ops.sparsetir.spmm_reduce``).
+
+In training mode ``GraphSAGE(dropout=p, dropout_in_aggregation=True)`` gives the dropout after each
+hidden layer to the next layer's op (``aggregate_transform(keep=, p=)``): on a sampled block the
+mask is read inside the SpMM as the sources' rows are gathered, so the dropped copy of the
+sources' features is not made (only the targets' rows, for the root term).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from torch import Tensor, nn
 from ..ops import torch_ops
 from ..ops.aggregate_transform import GATHER_COST, aggregate_transform, projects_first
 from .adjacency import Adjacency, as_adjacency
+from .dropout import draw_keep
 
 __all__ = ["GATHER_COST", "GraphSAGE", "SAGEConv", "projects_first"]
 
@@ -130,24 +136,45 @@ class SAGEConv(nn.Module):
             x_src = _linear(x_src, self.lin).relu()
         return self.propagate(x_src, x_dst, adj)
 
-    def propagate(self, x_src, x_dst, adj: Adjacency) -> Tensor:
-        """The layer on an :class:`Adjacency`, after ``project`` (what :class:`GraphSAGE` calls)."""
+    def fuses_dropout(self, x) -> bool:
+        """Whether :meth:`propagate` reads an input dropout's mask inside its op for features ``x``
+        (dense, mean or sum aggregation, no ``project``, weights initialised)."""
+        return (self.aggr not in EXTREMES and not self.project and isinstance(x, Tensor) and not _is_sparse(x)
+                and not isinstance(self.lin_l.weight, nn.parameter.UninitializedParameter))
+
+    def propagate(self, x_src, x_dst, adj: Adjacency, dropout: float = 0.0) -> Tensor:
+        """The layer on an :class:`Adjacency`, after ``project`` (what :class:`GraphSAGE` calls).
+
+        ``dropout``: the layer of ``torch.nn.functional.dropout(x_src, dropout)`` (``x_dst``, where it
+        is x_src's leading rows, under the same mask), the mask read inside the op where
+        :meth:`fuses_dropout`, else the dropped features made first."""
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout probability must be a number in [0, 1), got {dropout!r}")
+        if dropout:
+            if self.fuses_dropout(x_src):
+                return self._fused(x_src, x_dst, self._mean(x_src, adj), float(dropout))
+            x_src, x_dst = _dropped_inputs(x_src, x_dst, adj.num_rows, float(dropout))
         lazy = isinstance(self.lin_l.weight, nn.parameter.UninitializedParameter)
         if self.aggr in EXTREMES:
             return self._aggregate_first(x_src, x_dst, adj)
-        if self.aggr == "mean":
-            adj = adj.mean(self.lin_l.weight.dtype if not lazy else
-                           (x_src.dtype if x_src.is_floating_point() else torch.float32))
+        adj = self._mean(x_src, adj)
         if lazy:
             return self._aggregate_first(x_src, x_dst, adj)
         if _is_sparse(x_src):
             return self._project_first(x_src, x_dst, adj)
         return self._fused(x_src, x_dst, adj)
 
-    def _fused(self, x_src: Tensor, x_dst, adj: Adjacency) -> Tensor:
+    def _mean(self, x_src, adj: Adjacency) -> Adjacency:
+        if self.aggr != "mean":
+            return adj
+        lazy = isinstance(self.lin_l.weight, nn.parameter.UninitializedParameter)
+        return adj.mean(self.lin_l.weight.dtype if not lazy else
+                        (x_src.dtype if x_src.is_floating_point() else torch.float32))
+
+    def _fused(self, x_src: Tensor, x_dst, adj: Adjacency, dropout: float = 0.0) -> Tensor:
         """``ops.aggregate_transform``: aggregation, both projections and the bias in one op, in the
         cheaper order; the root term inside it where the targets' features lead the sources' (a
-        graph, a sampled block), else added after."""
+        graph, a sampled block), else added after; ``dropout``: the input dropout, inside the op."""
         if x_src.shape[0] != adj.num_cols:
             raise ValueError(f"the structure has {adj.num_cols} source nodes but the features have "
                              f"{x_src.shape[0]} rows")
@@ -158,11 +185,12 @@ class SAGEConv(nn.Module):
         values, scale = adj.values, None
         if values is None and adj.reduce == "mean":
             scale = adj.row_scale(x_src.dtype)
+        keep = draw_keep(x_src, dropout) if dropout else None
         out = aggregate_transform(adj.indptr, adj.indices, x_src, self.lin_l.weight, adj.num_cols, values=values,
                                   scale=scale, W_root=self.lin_r.weight if inside else None, bias=self.lin_l.bias,
-                                  format=self.format)
+                                  format=self.format, keep=keep, p=dropout)
         if root and not inside:
-            out = out + _linear(x_dst, self.lin_r)
+            out = out + _linear(F.dropout(x_dst, dropout) if dropout else x_dst, self.lin_r)
         return self._post(out)
 
     def _aggregate_first(self, x_src, x_dst, adj: Adjacency) -> Tensor:
@@ -213,6 +241,16 @@ def _leads(x_dst, x_src: Tensor, rows: int) -> bool:
             and x_dst.stride() == x_src.stride() and x_dst.data_ptr() == x_src.data_ptr())
 
 
+def _dropped_inputs(x_src, x_dst, rows: int, p: float):
+    """``dropout(x_src, p)``, and ``x_dst`` under the same mask where it is x_src's leading rows (else its own)."""
+    dropped = F.dropout(x_src, p)
+    if x_dst is x_src:
+        return dropped, dropped
+    if x_dst is not None and _leads(x_dst, x_src, rows):
+        return dropped, dropped[:rows]
+    return dropped, (F.dropout(x_dst, p) if x_dst is not None else None)
+
+
 def _spmm(adj: Adjacency, x: Tensor, format: str = "csr") -> Tensor:
     if x.shape[0] != adj.num_cols:
         raise ValueError(f"the structure has {adj.num_cols} source nodes but the features have {x.shape[0]} rows")
@@ -259,19 +297,25 @@ class GraphSAGE(nn.Module):
     read and normalised once), or a list with one structure per layer (mini-batch blocks, as
     :class:`~sparsetir.nn.NeighborSampler` makes: each layer's targets are the first rows of its
     sources). ``act``: an activation name or callable after every layer but the last;
-    ``dropout``: after each activation; other keyword arguments go to every :class:`SAGEConv`.
+    ``dropout``: after each activation; ``dropout_in_aggregation``: in training mode the next layer
+    applies that dropout inside its op (:meth:`SAGEConv.propagate`; the mask drawn by
+    ``sparsetir.nn.dropout``'s generator, not torch's); other keyword arguments go to every
+    :class:`SAGEConv`.
     """
 
     def __init__(self, in_channels: int, hidden_channels: int, num_layers: int, out_channels: int | None = None,
-                 dropout: float = 0.0, act="relu", **kwargs):
+                 dropout: float = 0.0, act="relu", dropout_in_aggregation: bool = False, **kwargs):
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"dropout probability must be a number in [0, 1], got {dropout!r}")
         if isinstance(act, str) and act not in ACTIVATIONS:
             raise ValueError(f"act must be one of {', '.join(ACTIVATIONS)}, a callable or None; got {act!r}")
         self.in_channels, self.hidden_channels, self.num_layers = in_channels, hidden_channels, num_layers
         self.out_channels = hidden_channels if out_channels is None else out_channels
         self.dropout = float(dropout)
+        self.dropout_in_aggregation = bool(dropout_in_aggregation)
         self.act = ACTIVATIONS[act] if isinstance(act, str) else act
         widths = [in_channels] + [hidden_channels] * (num_layers - 1) + [self.out_channels]
         self.convs = nn.ModuleList(SAGEConv(widths[i], widths[i + 1], **kwargs) for i in range(num_layers))
@@ -290,15 +334,19 @@ class GraphSAGE(nn.Module):
             if all(conv.aggr == "mean" for conv in self.convs):
                 adj = adj.mean(self._dtype(x))
             structures = [adj] * self.num_layers
+        pending = 0.0  # a dropout of x that the next layer applies inside its op
         for i, (conv, structure) in enumerate(zip(self.convs, structures)):
             adj = as_adjacency(structure, x.shape[0])
             x_dst = _leading_rows(x, adj.num_rows) if isinstance(edge_index, list) else x  # targets lead sources
             x_src = _linear(x, conv.lin).relu() if conv.project else x
-            x = conv.propagate(x_src, x_dst, adj)
+            x, pending = conv.propagate(x_src, x_dst, adj, dropout=pending), 0.0
             if i < self.num_layers - 1:
                 if self.act is not None:
                     x = self.act(x)
-                if self.dropout:
+                if self.dropout and self.training and self.dropout < 1.0 and self.dropout_in_aggregation \
+                        and self.convs[i + 1].fuses_dropout(x):
+                    pending = self.dropout
+                elif self.dropout:
                     x = F.dropout(x, p=self.dropout, training=self.training)
         return x
 

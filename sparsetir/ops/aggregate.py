@@ -19,24 +19,33 @@ the gradients equal PyG's, ties included.
 Two more give the mean without a value array: ``rows``, ``C[i, k] += S[i] * B[j, k]`` (``S = 1 /
 degree``, a row scale in the reduction), and its gradient ``columns`` over A^T, ``D[j, k] += S[i] *
 G[i, k]``.
+
+Two more apply an input dropout inside the mean (``sparsetir.nn.GraphSAGE`` in training mode):
+``rows_masked``, ``C[i, k] += S[i] * B[j, k] * M[j, k]`` with ``M`` the uint8 keep mask of ``B``
+(1 kept, 0 dropped; the dropout's ``1 / (1 - p)`` folded into ``S``), so the dropped copy of ``B``
+is never written, and its gradient ``columns_masked`` over A^T, ``D[j, k] += S[i] * G[i, k] *
+M[j, k]``, which masks the gradient as it reduces it.
 """
 
 from __future__ import annotations
 
 from ..backend import normalize_target
 from ..formats import CSR
-from ..ir import SparseBuffer, SparseFunction, sparse_iteration, where
+from ..ir import SparseBuffer, SparseFunction, cast, sparse_iteration, where
 from ..ir import max as ir_max
 from ..ir import min as ir_min
 from ..runtime.kernel import Kernel
 from .operands import compiled_function, csr_operand_axes
 
-__all__ = ["REDUCERS", "aggregation_kernel", "column_scaled_function", "reduce_function", "row_scaled_function",
+__all__ = ["MASK_DTYPE", "REDUCERS", "aggregation_kernel", "column_scaled_function",
+           "masked_column_scaled_function", "masked_row_scaled_function", "reduce_function", "row_scaled_function",
            "spread_function", "ties_function"]
 
 REDUCERS = {"max": ir_max, "min": ir_min}
 _INPUTS = {"reduce": (["B"], "C"), "ties": (["B", "C"], "N"), "spread": (["X", "C", "G"], "D"),
-           "rows": (["B", "S"], "C"), "columns": (["G", "S"], "D")}
+           "rows": (["B", "S"], "C"), "columns": (["G", "S"], "D"),
+           "rows_masked": (["B", "M", "S"], "C"), "columns_masked": (["G", "M", "S"], "D")}
+MASK_DTYPE = "uint8"  # a keep mask: 1 kept, 0 dropped (torch's bool mask viewed as uint8)
 
 
 def _equal(a, b):
@@ -120,10 +129,42 @@ def column_scaled_function(feat: int, dtype: str = "float32", idtype: str = "int
     return SparseFunction("aggregate_columns", [columns], params=[G, S, D])
 
 
+def masked_row_scaled_function(feat: int, dtype: str = "float32", idtype: str = "int32") -> SparseFunction:
+    """``C[i, k] = S[i] * sum_j B[j, k] * M[j, k]`` over A's entries: :func:`row_scaled_function` of
+    ``B`` under a dropout's keep mask ``M`` (uint8, one per entry of B), read as B's rows are gathered."""
+    axes = csr_operand_axes(feat, idtype)
+    B = SparseBuffer("B", (axes.dense_cols, axes.features), dtype)
+    M = SparseBuffer("M", (axes.dense_cols, axes.features), MASK_DTYPE)
+    S = SparseBuffer("S", (axes.rows,), dtype)
+    C = SparseBuffer("C", (axes.rows, axes.features), dtype)
+
+    @sparse_iteration([axes.rows, axes.cols, axes.features], "SRS", name="aggregate_rows_masked")
+    def rows(i, j, k):
+        C[i, k] += S[i] * (B[j, k] * cast(M[j, k], dtype))
+
+    return SparseFunction("aggregate_rows_masked", [rows], params=[B, M, S, C])
+
+
+def masked_column_scaled_function(feat: int, dtype: str = "float32", idtype: str = "int32") -> SparseFunction:
+    """Over A^T (row ``j`` a source): ``D[j, k] = M[j, k] * sum_i S[i] * G[i, k]``, the gradient of
+    :func:`masked_row_scaled_function` in B, masked in the same reduction."""
+    axes = csr_operand_axes(feat, idtype)
+    G = SparseBuffer("G", (axes.dense_cols, axes.features), dtype)
+    M = SparseBuffer("M", (axes.rows, axes.features), MASK_DTYPE)
+    S = SparseBuffer("S", (axes.dense_cols,), dtype)
+    D = SparseBuffer("D", (axes.rows, axes.features), dtype)
+
+    @sparse_iteration([axes.rows, axes.cols, axes.features], "SRS", name="aggregate_columns_masked")
+    def columns(j, i, k):
+        D[j, k] += S[i] * (G[i, k] * cast(M[j, k], dtype))
+
+    return SparseFunction("aggregate_columns_masked", [columns], params=[G, M, S, D])
+
+
 def aggregation_kernel(stage: str, reducer: str, matrix, feat: int, dtype: str, target: dict) -> Kernel:
-    """``stage`` (``"reduce"``, ``"ties"``, ``"spread"``, ``"rows"`` or ``"columns"``) bound to
-    ``matrix`` (a validated ``CSRMatrix`` whose index arrays are the kernel's index dtype; A^T's
-    for ``"spread"`` and ``"columns"``);
+    """``stage`` (``"reduce"``, ``"ties"``, ``"spread"``, ``"rows"``, ``"columns"``, ``"rows_masked"``
+    or ``"columns_masked"``) bound to ``matrix`` (a validated ``CSRMatrix`` whose index arrays are the
+    kernel's index dtype; A^T's for ``"spread"``, ``"columns"`` and ``"columns_masked"``);
     ``target``: ``"llvm"``, ``"cuda"`` or a TVM target dict."""
     idtype = str(matrix.indptr.dtype)
     target = normalize_target(target)
@@ -132,7 +173,9 @@ def aggregation_kernel(stage: str, reducer: str, matrix, feat: int, dtype: str, 
                 "ties": lambda: ties_function(feat, dtype, idtype),
                 "spread": lambda: spread_function(feat, dtype, idtype),
                 "rows": lambda: row_scaled_function(feat, dtype, idtype),
-                "columns": lambda: column_scaled_function(feat, dtype, idtype)}
+                "columns": lambda: column_scaled_function(feat, dtype, idtype),
+                "rows_masked": lambda: masked_row_scaled_function(feat, dtype, idtype),
+                "columns_masked": lambda: masked_column_scaled_function(feat, dtype, idtype)}
     name = f"aggregate_{stage}" + (f"_{reducer}" if stage == "reduce" else "")
     sizes = fmt.sizes(matrix)
     function = compiled_function(name, builders[stage], fmt, feat, dtype, idtype, target, {}, sizes)

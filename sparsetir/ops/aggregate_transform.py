@@ -7,7 +7,8 @@ term multiplies the first ``m`` rows of ``X`` (a graph, or a sampled block: its 
 sources). Importing ``sparsetir.ops`` registers ``torch.ops.sparsetir.aggregate_transform`` with
 ``torch.library``, with a fake kernel and autograd::
 
-    aggregate_transform(indptr, indices, values, scale, X, W, W_root, bias, num_cols, format="csr")
+    aggregate_transform(indptr, indices, values, scale, X, W, W_root, bias, num_cols, format="csr",
+                        keep=None, p=0.0)
         -> (Y, H): Y (m, f_out); H = Â X (m, f_in) when the op aggregated first (kept for the
            backward), else an empty (0, f_in) tensor
 
@@ -21,6 +22,16 @@ gradient ``spmm_column_scaled`` (no value array), or ``spmm`` (values, any forma
 ``transpose_a``; the dense products are torch's GEMM (``addmm``, the root term accumulated into
 the same output by ``addmm_``). The gradient in ``values`` is an SDDMM (``dvalues[e] = (dY W)[i]
 . X[j]``); a row ``scale`` is not differentiable (it is a structure's ``1 / degree``).
+
+**Input dropout** (``keep``, ``p``): the op computes the layer of ``X' = X * keep / (1 - p)``,
+``keep`` a bool mask of X's shape (``torch.nn.functional.dropout``'s, drawn by the caller). Where
+it aggregates first over a CSR structure with a row scale (a mean, or a sum) and that spares more
+than it costs (:func:`masks_in_kernel`: a sampled block, whose sources outnumber its targets), the
+mask is read inside the SpMM as X's rows are gathered (``ops.aggregate``'s ``rows_masked``, the
+``1 / (1 - p)`` folded into the row scale), and the backward's ``Â^T dH`` masks its result in the
+same reduction (``columns_masked``): only the root term's ``m`` rows of ``X'`` are made, never
+its ``n`` source rows. Elsewhere (values, other formats, projecting first) ``X'`` is made once
+and the op runs on it, its gradient masked once. ``p = 0`` with no mask is the plain layer.
 """
 
 from __future__ import annotations
@@ -31,11 +42,11 @@ import torch
 from torch import Tensor
 
 from . import (
-    torch_aggregate,  # noqa: F401 - registers spmm_row_scaled / spmm_column_scaled
+    torch_aggregate,  # registers spmm_row_scaled / spmm_column_scaled; the masked products
     torch_ops,
 )
 
-__all__ = ["GATHER_COST", "aggregate_transform", "backward_aggregates", "projects_first"]
+__all__ = ["COPY_BYTES", "GATHER_COST", "aggregate_transform", "backward_aggregates", "masks_in_kernel", "projects_first"]
 
 TORCH_EXPORTS = ("aggregate_transform",)  # re-exported by sparsetir.ops (a torch op: no OpSpec)
 
@@ -104,7 +115,24 @@ def _aggregate_transposed(indptr, indices, values, scale, G: Tensor, num_cols: i
 
 # --- checks (the real and fake kernels both run them) ---------------------------------------------
 
-def _checks(indptr, indices, values, scale, X, W, W_root, bias, num_cols) -> tuple[int, int, int]:
+def _dropout_checks(X, keep, p) -> None:
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"p must be a float, got {type(p).__name__}")
+    if keep is None:
+        if p != 0.0:
+            raise ValueError(f"p={p!r} needs the dropout's keep mask (keep=)")
+        return
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p!r}")
+    if not isinstance(keep, Tensor) or keep.dtype != torch.bool:
+        raise TypeError(f"keep must be a bool tensor (the entries of X kept), got "
+                        f"{keep.dtype if isinstance(keep, Tensor) else type(keep).__name__}")
+    if keep.shape != X.shape:
+        raise ValueError(f"keep must have X's shape {tuple(X.shape)}, got {tuple(keep.shape)}")
+    torch_ops._check_devices(X, keep)
+
+
+def _checks(indptr, indices, values, scale, X, W, W_root, bias, num_cols, keep=None, p=0.0) -> tuple[int, int, int]:
     """(m, f_in, f_out) after checking every operand; ValueError/TypeError naming the one at fault."""
     torch_ops._check_dense(X, "X", X.shape[0] if X.dim() == 2 else -1, "")
     torch_ops._check_structure(indptr, indices, values if values is not None else X.new_empty((indices.shape[0],)),
@@ -132,6 +160,7 @@ def _checks(indptr, indices, values, scale, X, W, W_root, bias, num_cols) -> tup
     if bias is not None and tuple(bias.shape) != (f_out,):
         raise ValueError(f"bias must be ({f_out},), got {tuple(bias.shape)}")
     torch_ops._check_devices(indptr, indices, X, W, *(t for _, t in tensors))
+    _dropout_checks(X, keep, p)
     return rows, f_in, f_out
 
 
@@ -141,6 +170,28 @@ def _order(indptr, indices, X, W) -> bool:
                           int(W.shape[0]))
 
 
+#: Bytes an entry of the dropped copy of X costs (written once, read back once, float32) against the one
+#: byte of mask a gathered entry reads when the mask is applied inside the SpMM.
+COPY_BYTES = 8
+
+
+def masks_in_kernel(indptr, indices, values, X, W, fmt: str, keep, root: bool) -> bool:
+    """Whether the forward reads the dropout mask inside its SpMM (aggregating first over a CSR
+    structure with a row scale) rather than making the dropped copy of X first: where the rows of
+    the copy it spares (every source, less the targets the root term needs) cost more than the
+    mask bytes its gathers read (one an entry): a sampled block (sources several times its
+    targets), not a graph with a root term (every row is needed anyway)."""
+    if keep is None or values is not None or fmt.strip().lower() != "csr" or _order(indptr, indices, X, W):
+        return False
+    spared = int(X.shape[0]) - (int(indptr.shape[0]) - 1 if root else 0)
+    return COPY_BYTES * spared > int(indices.shape[0])
+
+
+def _dropped(X: Tensor, keep: Tensor, p: float) -> Tensor:
+    """``X * keep / (1 - p)``, as ``torch.nn.functional.dropout`` computes it (a NaN dropped stays NaN)."""
+    return X.mul(keep).mul_(1.0 / (1.0 - p))
+
+
 # --- the op ---------------------------------------------------------------------------------------
 
 @torch.library.custom_op("sparsetir::aggregate_transform", mutates_args=())
@@ -148,11 +199,22 @@ def _aggregate_transform(indptr: Tensor, indices: Tensor,
                          values: Optional[Tensor], scale: Optional[Tensor],  # noqa: UP045 - torch.library's schema
                          X: Tensor, W: Tensor,
                          W_root: Optional[Tensor], bias: Optional[Tensor],  # noqa: UP045 - torch.library's schema
-                         num_cols: int, format: str = "csr") -> tuple[Tensor, Tensor]:
-    rows, f_in, _f_out = _checks(indptr, indices, values, scale, X, W, W_root, bias, num_cols)
+                         num_cols: int, format: str = "csr",
+                         keep: Optional[Tensor] = None, p: float = 0.0,  # noqa: UP045 - torch.library's schema
+                         ) -> tuple[Tensor, Tensor]:
+    rows, f_in, _f_out = _checks(indptr, indices, values, scale, X, W, W_root, bias, num_cols, keep, p)
     X, W = X.detach().contiguous(), W.detach()
     values = None if values is None else values.detach()
     scale = None if scale is None else scale.detach()
+    if masks_in_kernel(indptr, indices, values, X, W, format, keep, W_root is not None):
+        row_scale = _rows_scale(indptr, scale, X.dtype) * (1.0 / (1.0 - p))
+        kept = torch_aggregate.masked_row_scaled(indptr, indices, X, keep, row_scale, num_cols)
+        out = torch.addmm(bias.detach(), kept, W.t()) if bias is not None else torch.mm(kept, W.t())
+        if W_root is not None:
+            out.addmm_(_dropped(X[:rows], keep[:rows], p), W_root.detach().t())
+        return out, kept
+    if keep is not None:
+        X = _dropped(X, keep, p)
     if _order(indptr, indices, X, W):
         out = _aggregate(indptr, indices, values, scale, torch.mm(X, W.t()), num_cols, format)
         kept = X.new_empty((0, f_in))
@@ -167,60 +229,76 @@ def _aggregate_transform(indptr: Tensor, indices: Tensor,
 
 
 @_aggregate_transform.register_fake
-def _aggregate_transform_fake(indptr, indices, values, scale, X, W, W_root, bias, num_cols, format="csr"):
-    rows, f_in, f_out = _checks(indptr, indices, values, scale, X, W, W_root, bias, num_cols)
+def _aggregate_transform_fake(indptr, indices, values, scale, X, W, W_root, bias, num_cols, format="csr", keep=None,
+                              p=0.0):
+    rows, f_in, f_out = _checks(indptr, indices, values, scale, X, W, W_root, bias, num_cols, keep, p)
     kept_rows = 0 if _order(indptr, indices, X, W) else rows
     return X.new_empty((rows, f_out)), X.new_empty((kept_rows, f_in))
 
 
 def _setup(ctx, inputs, output):
-    indptr, indices, values, scale, X, W, W_root, bias, num_cols, fmt = inputs
+    indptr, indices, values, scale, X, W, W_root, bias, num_cols, fmt, keep, p = inputs
     kept = output[1]
-    ctx.save_for_backward(indptr, indices, values, scale, X, W, W_root, kept)
-    ctx.options = (num_cols, fmt, kept.shape[0] == indptr.shape[0] - 1 and kept.shape[0] > 0)
+    ctx.save_for_backward(indptr, indices, values, scale, X, W, W_root, kept, keep)
+    in_kernel = masks_in_kernel(indptr, indices, values, X, W, fmt, keep, W_root is not None)
+    ctx.options = (num_cols, fmt, kept.shape[0] == indptr.shape[0] - 1 and kept.shape[0] > 0, p, in_kernel)
     ctx.set_materialize_grads(False)  # H's gradient is never used: no zeros for it
 
 
 def _backward(ctx, d_out, _d_kept):
-    indptr, indices, values, scale, X, W, W_root, kept = ctx.saved_tensors
-    num_cols, fmt, was_kept = ctx.options
+    indptr, indices, values, scale, X, W, W_root, kept, keep = ctx.saved_tensors
+    num_cols, fmt, was_kept, p, in_kernel = ctx.options
     need = ctx.needs_input_grad
     if need[3]:
         raise RuntimeError("aggregate_transform is not differentiable in its row scale (a structure's 1 / degree)")
-    nothing = [None] * 10
+    nothing = [None] * 12
     if d_out is None:
         return tuple(nothing)
     need_v, need_x, need_w, need_root, need_bias = need[2], need[4], need[5], need[6], need[7]
     grads = list(nothing)
     d_out = d_out.contiguous()
     rows = indptr.shape[0] - 1
+    if keep is not None and not in_kernel:
+        X = _dropped(X, keep, p)  # the layer's input, as the forward made it
+    source = (lambda: _dropped(X, keep, p)) if in_kernel else (lambda: X)  # X', made only where needed
     if need_bias:
         grads[7] = d_out.sum(0)
     if need_root:
-        grads[6] = torch.mm(d_out.t(), X[:rows])
+        grads[6] = torch.mm(d_out.t(), _dropped(X[:rows], keep[:rows], p) if in_kernel else X[:rows])
+    masked = False  # whether grads[4] has the dropout's mask and scale applied already
     if need_v or need_x or need_w:
         aggregates = backward_aggregates(int(X.shape[0]), rows, int(indices.shape[0]), int(W.shape[1]),
                                          int(W.shape[0]), kept=was_kept, need_x=need_x, need_w=need_w,
                                          need_values=need_v)
         d_h = torch.mm(d_out, W) if (need_v or (need_x and aggregates)) else None
         if aggregates:
-            if need_x:
+            if need_x and in_kernel:
+                row_scale = _rows_scale(indptr, scale, d_h.dtype) * (1.0 / (1.0 - p))
+                grads[4] = torch_aggregate.masked_column_scaled(indptr, indices, d_h, keep, row_scale, num_cols)
+                masked = True
+            elif need_x:
                 grads[4] = _aggregate_transposed(indptr, indices, values, scale, d_h, num_cols, fmt)
             if need_w:
-                h = kept if was_kept else _aggregate(indptr, indices, values, scale, X, num_cols, fmt)
+                h = kept if was_kept or rows == 0 else _aggregate(indptr, indices, values, scale, source(), num_cols,
+                                                                  fmt)  # no row: H is the empty kept one
                 grads[5] = torch.mm(d_out.t(), h)
         else:
             d_p = _aggregate_transposed(indptr, indices, values, scale, d_out, num_cols, fmt)
             if need_x:
                 grads[4] = torch.mm(d_p, W)
             if need_w:
-                grads[5] = torch.mm(d_p.t(), X)
+                grads[5] = torch.mm(d_p.t(), source())
         if need_v:
             ones = torch.ones(indices.shape, dtype=d_h.dtype, device=d_h.device)
             grads[2] = torch.ops.sparsetir.sddmm(indptr, indices, ones, d_h, X,
                                                  *torch_ops._format_for("sddmm", fmt, "")).to(values.dtype)
     if need_x and W_root is not None:
-        grads[4][:rows].addmm_(d_out, W_root)
+        if masked:  # the root rows' share, masked on its own
+            grads[4][:rows].add_(torch.mm(d_out, W_root).mul_(keep[:rows]), alpha=1.0 / (1.0 - p))
+        else:
+            grads[4][:rows].addmm_(d_out, W_root)
+    if need_x and keep is not None and not masked:
+        grads[4] = _dropped(grads[4], keep, p)
     return tuple(grads)
 
 
@@ -235,7 +313,8 @@ for _device, _key in (("cpu", "AutocastCPU"), ("cuda", "AutocastCUDA")):
 
 def aggregate_transform(indptr: Tensor, indices: Tensor, X: Tensor, W: Tensor, num_cols: int | None = None, *,
                         values: Tensor | None = None, scale: Tensor | None = None, W_root: Tensor | None = None,
-                        bias: Tensor | None = None, format: str = "csr") -> Tensor:
+                        bias: Tensor | None = None, format: str = "csr", keep: Tensor | None = None,
+                        p: float = 0.0) -> Tensor:
     """``Â X W^T + X[:m] W_root^T + bias`` in the cheaper order, differentiable in ``X``, ``W``,
     ``W_root``, ``bias`` and ``values`` (``torch.ops.sparsetir.aggregate_transform``).
 
@@ -243,8 +322,10 @@ def aggregate_transform(indptr: Tensor, indices: Tensor, X: Tensor, W: Tensor, n
     ``values``: its per-entry weights, or ``scale``: one factor per row (``1 / degree``: the mean),
     or neither (a sum); ``W``: ``(f_out, f_in)`` as ``nn.Linear.weight``; ``W_root`` (optional, the
     same shape): applied to X's first ``m`` rows; ``format``: the SpMM's format where values are
-    given (the row-scaled kernels are CSR).
+    given (the row-scaled kernels are CSR); ``keep``, ``p``: an input dropout, the layer of ``X * keep /
+    (1 - p)`` (``keep`` a bool mask of X's shape), the mask read inside the aggregation where it can be
+    (module docstring).
     """
     num_cols = int(X.shape[0]) if num_cols is None else num_cols
     return torch.ops.sparsetir.aggregate_transform(indptr, indices, values, scale, X, W, W_root, bias, num_cols,
-                                                   format)[0]
+                                                   format, keep, p)[0]

@@ -19,6 +19,11 @@ gradient is split evenly among the entries equal to ``C[i]``, counting one more 
 
 ``SAGEConv``'s mean on an unweighted structure: ``scale = 1 / degree``, applied in the reduction,
 with no per-edge value array to build, permute into A^T's order or compare.
+
+:func:`masked_row_scaled` and :func:`masked_column_scaled` are the same two products under a
+dropout's bool keep mask of ``B`` (``G``'s result), read inside the reduction (``ops.aggregate``'s
+``rows_masked``/``columns_masked``): ``ops.aggregate_transform``'s fused dropout calls them inside
+its own autograd, so they are plain functions, not torch ops.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from torch import Tensor
 from . import torch_ops
 from .aggregate import REDUCERS, aggregation_kernel
 
-__all__ = ["spmm_reduce", "spmm_row_scaled"]
+__all__ = ["masked_column_scaled", "masked_row_scaled", "spmm_reduce", "spmm_row_scaled"]
 
 _EMPTY_ROWS = "aggregate_empty_rows"  # the key of a structure's empty rows in its ``extras``
 
@@ -52,7 +57,8 @@ def _kernel(record, stage: str, reduce: str, feat: int, dtype: torch.dtype, devi
         with torch_ops._LOCK:
             kernel = record.kernels.get(key)
             if kernel is None:
-                matrix = torch_ops._transposed(record)[0] if stage in ("spread", "columns") else record.matrix
+                transposed = stage in ("spread", "columns", "columns_masked")
+                matrix = torch_ops._transposed(record)[0] if transposed else record.matrix
                 kernel = aggregation_kernel(stage, reduce, matrix, feat, str(dtype).replace("torch.", ""),
                                             torch_ops._target_of("", device))
                 record.kernels[key] = kernel
@@ -186,6 +192,24 @@ def _scaled_backward(ctx, grad):
 
 
 _spmm_row_scaled.register_autograd(_scaled_backward, setup_context=_scaled_setup)
+
+
+def masked_row_scaled(indptr: Tensor, indices: Tensor, B: Tensor, keep: Tensor, scale: Tensor, num_cols: int) -> Tensor:
+    """``scale[i] * sum_j (B * keep)[j]`` over row i's entries, the bool ``keep`` (B's shape) read in the
+    reduction: a dropout of B with no dropped copy of it (``scale`` carries the ``1 / (1 - p)``). No
+    autograd; the caller has checked the operands (``ops.aggregate_transform``)."""
+    record = torch_ops._structure(indptr, indices, num_cols)
+    kernel = _kernel(record, "rows_masked", "", int(B.shape[1]), B.dtype, B.device)
+    return kernel(B.detach().contiguous(), keep.contiguous().view(torch.uint8), scale.detach().contiguous())
+
+
+def masked_column_scaled(indptr: Tensor, indices: Tensor, G: Tensor, keep: Tensor, scale: Tensor,
+                         num_cols: int) -> Tensor:
+    """``keep * (A^T diag(scale) G)`` (``num_cols`` rows), the mask applied in the reduction over A^T: the
+    gradient of :func:`masked_row_scaled` in B. No autograd; the caller has checked the operands."""
+    record = torch_ops._structure(indptr, indices, num_cols)
+    kernel = _kernel(record, "columns_masked", "", int(G.shape[1]), G.dtype, G.device)
+    return kernel(G.detach().contiguous(), keep.contiguous().view(torch.uint8), scale.detach().contiguous())
 
 
 def spmm_row_scaled(indptr: Tensor, indices: Tensor, B: Tensor, scale: Tensor, num_cols: int) -> Tensor:

@@ -12,11 +12,12 @@ __all__ = ["CONTENDER_OPTIONS", "FAMILY", "SPARSETIR_OPTIONS", "settings_for"]
 
 #: the sparsetir contenders the command line knows (``--contender``)
 CONTENDER_OPTIONS = {"sparsetir": {}, "sparsetir-sparse-x": {"sparse_features": "auto"},
-                     "sparsetir-compiled": {"compiled": True}}
+                     "sparsetir-compiled": {"compiled": True},
+                     "sparsetir-fused-dropout": {"dropout_in_aggregation": True}}
 
 
 #: the options a configured sparsetir contender may set
-SPARSETIR_OPTIONS = ("sparse_features", "compiled", "format")
+SPARSETIR_OPTIONS = ("sparse_features", "compiled", "format", "dropout_in_aggregation")
 
 
 def settings_for(section: dict, mode: str) -> SageSettings:
