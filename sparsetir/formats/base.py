@@ -117,6 +117,7 @@ class Format:
     tuning_devices: tuple = ("cpu", "cuda")
     rewrites = True  # False only for the format the ops are written over (CSR)
     padded = False  # value arrays with padding slots (ir.padding): -0.0 there, and rules made padded=True
+    dense_blocks = False  # every outer row is a dense block of rows (bsr, dbsr, srbcrs): transform.stage_rows
 
     def __init__(self, *args, **kwargs):
         """The parameters, by position or name, in the order of ``fields``; each checked."""

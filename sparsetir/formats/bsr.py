@@ -95,6 +95,7 @@ class BlockFormat(Format):
 
     fields = (Field("block", default=16),)
     padded = True
+    dense_blocks = True
 
     def block_rows_axis(self, source):
         """The axis of block rows (its name is ``I_<format name>``)."""

@@ -56,6 +56,7 @@ class SRBCRS(Format):
     fields = (Field("t", doc="rows per tile"), Field("g", doc="columns per group"))
     ops = ("spmm",)
     padded = True
+    dense_blocks = True
 
     def _build(self, canonical: CSRMatrix, values: np.ndarray, index_dtype: str) -> SRBCRSMatrix:
         t, g = self.t, self.g

@@ -79,7 +79,8 @@ def lower_sparse_iter(func: SparseFunction) -> Stage2Function:
                      if b in it.buffers and b in by_name[consumer].buffers and b not in others]
             tile_buffers = {b: _tile_buffer(b, depth) for b in local}
             intermediates = [tile_buffers.get(b, b) for b in intermediates]
-            body.append(_stage_tile(producer_nodes[-1], consumer_nodes[-1], depth, disjoint, tile_buffers))
+            private = all(store.buffer in tile_buffers for store in it.stores)  # the producer writes only tiles
+            body.append(_stage_tile(producer_nodes[-1], consumer_nodes[-1], depth, disjoint, tile_buffers, private))
             done |= {it.name, consumer}
         elif it.name in groups:
             names, disjoint = groups[it.name]
@@ -124,12 +125,17 @@ def _shared_chain(top: Block, depth: int, name: str) -> tuple[list, Block]:
         take = min(depth - count, len(block.loops))
         count += take
         if count == depth:
-            if take == len(block.loops):
-                raise ValueError(f"stage_tile: the {name} has no loops of its own inside the shared ones")
-            head = Block(block.name, block.loops[:take], parallel_safe=block.parallel_safe)
             suffix = "_product" if name == "producer" else "_rest"
+            head = Block(block.name, block.loops[:take], parallel_safe=block.parallel_safe)
             chain.append(head)
-            return chain, Block(f"{block.name}{suffix}", block.loops[take:], [], block.init, block.body)
+            if take < len(block.loops):
+                return chain, Block(f"{block.name}{suffix}", block.loops[take:], [], block.init, block.body)
+            # the shared loops are this whole block: the rest is the one block nested in it
+            inner = [child for child in block.body if isinstance(child, Block)]
+            if block.init or len(inner) != 1 or len(block.body) != 1:
+                raise ValueError(f"stage_tile: the {name} has no loops of its own inside the shared ones")
+            rest = inner[0]
+            return chain, Block(f"{rest.name}{suffix}", rest.loops, list(rest.searches), rest.init, rest.body)
         if block.init:
             raise ValueError(f"stage_tile: the {name} initialises inside its shared loops")
         chain.append(block)
@@ -177,8 +183,11 @@ def _substitute_node(node, mapping: dict, buffers: dict, depth: int):
                  dict(node.annotations))
 
 
-def _stage_tile(producer: Block, consumer: Block, depth: int, disjoint: bool, local: dict) -> Block:
-    """The producer's nest with the consumer's rest run after the producer's rest, inside the shared loops."""
+def _stage_tile(producer: Block, consumer: Block, depth: int, disjoint: bool, local: dict, private: bool) -> Block:
+    """The producer's nest with the consumer's rest run after the producer's rest, inside the shared loops.
+
+    The outer loop may run in parallel where the caller promised ``disjoint`` outputs, or where the producer
+    writes only the tile (``private``) and the lowering proved the consumer's outer iterations write apart."""
     head, producer_rest = _shared_chain(producer, depth, "producer")
     consumer_head, consumer_rest = _shared_chain(consumer, depth, "consumer")
     shared = [loop for block in head for loop in block.loops]
@@ -195,7 +204,8 @@ def _stage_tile(producer: Block, consumer: Block, depth: int, disjoint: bool, lo
                      _substitute_node(consumer_rest, mapping, local, depth)]
     head[-1].annotations = {STAGED_TILE_ATTR: 1}
     head[-1].local_buffers = list(local.values())  # only this tile reads what it wrote: one tile's worth
-    head[0].parallel_safe = bool(disjoint) and head[0].loops[0].kind == "S"
+    proven = private and consumer.parallel_safe
+    head[0].parallel_safe = (bool(disjoint) or proven) and head[0].loops[0].kind == "S"
     return head[0]
 
 

@@ -19,14 +19,24 @@ from ..ir import SparseBuffer, SparseFunction, sparse_iteration
 from ..reference.spmm import SPMM_REFERENCE
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
+from ..schedule.knobs import Knob, boolean, register_knob
+from ..transform.stage_rows import TILE_DTYPES, stage_rows
 from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_op
 from .prepared import PREPARED, options_key
 from .registry import OpSpec, register_op
 
+register_knob(Knob("block_kernel", ("cpu",), False, (False, True), boolean("block_kernel"),
+                   "spmm over a block format (bsr, dbsr, srbcrs): sum each block row into a local tile "
+                   "(transform.stage_rows) that the staged schedule runs as a register-blocked micro-kernel "
+                   "(register_rows x register_vectors accumulators), then add it onto C", scope="op",
+                   requires=lambda value, fmt, device: not value or getattr(fmt, "dense_blocks", False),
+                   requirement="a block format (bsr, dbsr, srbcrs)"))
+
 
 def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
-                  horizontal_fuse=None, accum_dtype: str | None = None) -> SparseFunction:
-    """The Stage I SpMM in ``fmt`` with ``feat`` columns in B (reduced in ``accum_dtype`` when given)."""
+                  horizontal_fuse=None, accum_dtype: str | None = None, block_kernel: bool = False) -> SparseFunction:
+    """The Stage I SpMM in ``fmt`` with ``feat`` columns in B (reduced in ``accum_dtype`` when given);
+    ``block_kernel``: each block row of a block format summed in a local tile (``transform.stage_rows``)."""
     axes = csr_operand_axes(feat, idtype)
     rows, cols, features = axes.rows, axes.cols, axes.features
     A = SparseBuffer("A", (rows, cols), dtype)
@@ -38,7 +48,17 @@ def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32",
         C[i, k] += A[i, j] * B[j, k]
 
     func = SparseFunction("spmm", [spmm], params=[A, B, C])
-    return compose_format(func, fmt, SourceAxes(rows, cols, [A], "S", "R"), device, fuse=horizontal_fuse)
+    func = compose_format(func, fmt, SourceAxes(rows, cols, [A], "S", "R"), device, fuse=horizontal_fuse)
+    if not block_kernel:
+        return func
+    _check_block_kernel(dtype, accum_dtype)
+    return stage_rows(func, func.iterations[-1].name)  # the format's iteration (after any fill of C)
+
+
+def _check_block_kernel(dtype: str, accum_dtype) -> None:
+    if dtype not in TILE_DTYPES or accum_dtype is not None:
+        accumulated = f" accumulated in {accum_dtype}" if accum_dtype else ""
+        raise ValueError(f"block_kernel=True runs {' and '.join(TILE_DTYPES)} kernels, not {dtype}{accumulated}")
 
 
 def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtype=None, transpose_a: bool = False,
@@ -80,9 +100,11 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
         transpose_s = time.perf_counter() - started
     p, knobs = prepare_op("spmm", A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype,
                           knobs=knobs)
-    fuse, accum = knobs.get("horizontal_fuse"), knobs.get("accum_dtype")
-    kernel = make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse, accum), p,
-                         knobs=knobs, inputs=["B"], output="C")
+    fuse, accum, blocks = knobs.get("horizontal_fuse"), knobs.get("accum_dtype"), knobs.get("block_kernel", False)
+    if blocks:
+        _check_block_kernel(p.dtype, accum)
+    kernel = make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse, accum,
+                                                       blocks), p, knobs=knobs, inputs=["B"], output="C")
     if transpose_a:
         kernel.value_order = order
         kernel.timings["convert_s"] += transpose_s
@@ -176,7 +198,7 @@ def spmm(A, B, *, format="csr", target="llvm", out=None, transpose_a: bool = Fal
 
 SPMM = register_op(OpSpec("spmm", function=spmm_function, compile=compile_spmm, call=spmm, reference=SPMM_REFERENCE,
                           knobs={"cpu": {"vector_width": ..., "unroll": ..., "prefetch": ..., "specialize": ...,
-                                         "horizontal_fuse": ...},
+                                         "horizontal_fuse": ..., "block_kernel": ...},
                                  "cuda": {"rows_per_block": ..., "lanes": ..., "specialize": ...}}))
 
 __all__ = ["bind_csr_spmm", "compile_spmm", "spmm", "spmm_function"]

@@ -3,8 +3,12 @@
 A staged tile (``transform.stage_tile``; rgms over ``formats/rtile.py``) reaches Stage III as one
 block per tile (annotated ``sparsetir.staged_tile``) holding two blocks: the dense product of the
 tile's ``T`` slots by its relation's weights into the intermediate ``Pt``, and the scatter of
-``Pt``'s rows onto the output. :func:`schedule_staged_tile` schedules them with TVM's own dense
-primitives, the shape of TVM's x86 dense schedules:
+``Pt``'s rows onto the output. A block format's block row (SpMM with ``block_kernel=True``,
+``transform.stage_rows``) has the same shape: the product of its blocks by the rows of B they name
+into the block row's tile ``C_tile`` (reductions over the row's blocks and each block's columns), then
+the tile added onto C's rows (guarded past the last row); the rule tells the two reductions from the
+tile's rows and features by their iterator kinds. :func:`schedule_staged_tile` schedules them with
+TVM's own dense primitives, the shape of TVM's x86 dense schedules:
 
 * ``Pt`` goes to ``local`` scope; the scatter's rows and features are split into register blocks
   (``register_rows`` slots x ``register_vectors`` vectors of ``vector_width`` lanes) and the
@@ -42,18 +46,19 @@ from tvm import s_tir, tirx
 
 from ..lower.lower_sparse_iter import STAGED_TILE_ATTR
 from .knobs import Knob, boolean, int_at_least, optional_positive_int, register_knob
-from .nest import apply_or_force, dtype_bytes, largest_power_of_two_dividing, store_dtype
+from .nest import REDUCE, SPATIAL, apply_or_force, dtype_bytes, iter_kinds, largest_power_of_two_dividing, store_dtype
 
 VECTOR_BYTES = 64
 
 
-def _requires_staged(default):
+def _requires_staged(default, blocks: bool = True):
     def requires(value, fmt, device: str) -> bool:
-        return value == default or getattr(fmt, "staged", False)
+        return value == default or getattr(fmt, "staged", False) or (blocks and getattr(fmt, "dense_blocks", False))
     return requires
 
 
-_STAGED = "it needs a tiled format (rtile), whose tiles the staged schedule runs"
+_STAGED = ("it needs a tiled format (rtile) or a block format (bsr, dbsr, srbcrs with block_kernel=True), whose "
+           "tiles the staged schedule runs")
 for _knob in (
     Knob("register_rows", ("cpu",), 4, (4, 2, 8), int_at_least("register_rows", 1),
          "staged tiles: slots per register block of the product (the largest divisor of the tile rows up to "
@@ -66,7 +71,7 @@ for _knob in (
          "cut; applied only when it divides c_in)", requires=_requires_staged(None), requirement=_STAGED),
     Knob("gather", ("cpu",), False, (False, True), boolean("gather"),
          "staged tiles: copy a register block's input rows into a dense local tile before the product",
-         requires=_requires_staged(False), requirement=_STAGED),
+         requires=_requires_staged(False, blocks=False), requirement="it needs a tiled format (rtile)"),
 ):
     register_knob(_knob)
 
@@ -104,7 +109,9 @@ def schedule_staged_tile(sch: s_tir.Schedule, tile, *, vector_width, register_ro
     vectors = _largest_divisor(features // lanes, register_vectors)
     block_rows = _largest_divisor(rows, register_rows)
     if gather:
-        x_index = next(i for i, region in enumerate(sch.get(product).reads) if region.source.name == "X")
+        x_index = next((i for i, region in enumerate(sch.get(product).reads) if region.source.name == "X"), None)
+        if x_index is None:
+            raise ValueError("gather=True stages the gathered input rows X of an rtile product; this tile has none")
         cache = sch.reindex_cache_read(product, x_index, "local", lambda s_, j_, l_, k_: (s_, j_, l_))
     s_outer, s_inner = sch.split(s, [None, block_rows])
     k_outer, k_block, k_lane = sch.split(k, [None, vectors, lanes])
@@ -112,7 +119,7 @@ def schedule_staged_tile(sch: s_tir.Schedule, tile, *, vector_width, register_ro
     sch.compute_at(product, k_outer)
     loops = sch.get_loops(product)
     at = next(i for i, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(k_outer)))
-    ps, pj, pl, pk = _own_loops(sch, loops[at + 1:])  # None where compute_at left a loop of one out
+    ps, pk, pj, pl = _own_loops(sch, product, loops[at + 1:])  # None where compute_at left a loop of one out
     if pk is not None and vectors > 1 and lanes > 1:
         pk_block, pk_lane = sch.split(pk, [vectors, lanes])
     else:
@@ -145,18 +152,26 @@ def schedule_staged_tile(sch: s_tir.Schedule, tile, *, vector_width, register_ro
         _vectorize(sch, k_lane, forced)
 
 
-def _own_loops(sch, loops) -> list:
-    """``[rows, column, c_in, features]``: the loop binding each of the product block's iterators, or None."""
-    if not loops:
-        return [None] * 4
-    realize = sch.get(loops[-1]).body
-    found = [None] * 4
-    for loop in loops:
-        var = sch.get(loop).loop_var
-        for index, value in enumerate(realize.iter_values):
-            if any(v.same_as(var) for v in tirx.analysis.undefined_vars(value, [])):
-                found[index] = loop
-    return found
+def _own_loops(sch, product, loops) -> list:
+    """``[rows, features, outer reduction, inner reduction]``: the loop binding each of the product block's
+    iterators, or None. The product has two spatial iterators (the tile's rows, then its features) and one or
+    two reductions, in any order: rtile's ``(s, j, l, k)``, a block row's ``(j, ii, ji, k)`` (``stage_rows``)."""
+    kinds = iter_kinds(sch, product)
+    spatial = [index for index, kind in enumerate(kinds) if kind == SPATIAL]
+    reduce = [index for index, kind in enumerate(kinds) if kind == REDUCE]
+    if len(spatial) != 2 or not 1 <= len(reduce) <= 2:
+        raise ValueError(f"a staged tile's product needs two spatial iterators and one or two reductions, got "
+                         f"kinds {kinds}")
+    found = [None] * len(kinds)
+    if loops:
+        realize = sch.get(loops[-1]).body
+        for loop in loops:
+            var = sch.get(loop).loop_var
+            for index, value in enumerate(realize.iter_values):
+                if any(v.same_as(var) for v in tirx.analysis.undefined_vars(value, [])):
+                    found[index] = loop
+    reduce = [None] * (2 - len(reduce)) + reduce  # one reduction: it is the inner one (the c_in split's)
+    return [found[spatial[0]], found[spatial[1]], *(None if index is None else found[index] for index in reduce)]
 
 
 def _vectorize(sch, loop, forced) -> None:

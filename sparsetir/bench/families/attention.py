@@ -211,13 +211,15 @@ class Attention(Family):
 
     def sparsetir_factory(self, inputs, *, format=None, tune_budget_s=None, form=None):
         """``run()`` of ``compile_sparse_attention`` (settings: format and knobs) or, for a pruned weight,
-        of ``compile_spmm`` in the format string, into a preallocated output; ``run.timings``."""
+        of ``compile_spmm`` in the format string (or settings: format and knobs, e.g. ``block_kernel``),
+        into a preallocated output; ``run.timings``."""
         target = "llvm" if inputs.device == "cpu" else "cuda"
         if isinstance(inputs, PrunedInputs):
             from ...ops import compile_spmm  # noqa: PLC0415 - the compiler loads after the thread settings
 
             started = time.perf_counter()
-            kernel = compile_spmm(inputs.W, inputs.tokens, format=format, target=target)
+            knobs = dict(format) if isinstance(format, Mapping) else {"format": format}
+            kernel = compile_spmm(inputs.W, inputs.tokens, target=target, **knobs)
             out = np.empty((inputs.W.shape[0], inputs.tokens), np.float32)
 
             def run():

@@ -1,0 +1,97 @@
+"""Block formats' SpMM through the register-blocked micro-kernel (``block_kernel=True``: each block row summed
+in a local tile, ``transform.stage_rows`` + the staged schedule) equals the float64 reference: block-pruned and
+DLMC weights, awkward hypothesis matrices (empty block rows, one block, shapes the block does not divide,
+features 1, 3, 17), int64 indices, every register-block knob; bad requests are refused before any kernel runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sparse_cases import csr_matrices
+
+from sparsetir.ops import compile_spmm
+from sparsetir.reference.spmm import spmm_reference
+
+BLOCK_FORMATS = ["bsr:4", "bsr:16", "dbsr:8", "srbcrs:4:8"]
+
+
+def weights(pattern: sp.csr_matrix, seed: int = 0) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    A = sp.csr_matrix(pattern, dtype=np.float32)
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    return A
+
+
+def check(A: sp.csr_matrix, feat: int, fmt: str, dtype=np.float32, seed: int = 1, **knobs):
+    B = np.random.default_rng(seed).standard_normal((A.shape[1], feat)).astype(dtype)
+    case = spmm_reference(A, B)
+    kernel = compile_spmm(A.astype(dtype), feat, format=fmt, dtype=np.dtype(dtype).name, block_kernel=True, **knobs)
+    got = np.asarray(kernel(B), dtype=np.float64)
+    excess = np.abs(got - case.reference) - case.tolerance
+    assert (excess <= 0).all(), f"worst excess {excess.max():.3g}"
+    return kernel
+
+
+def test_block_pruned_weights():
+    from sparsetir.data.masks import block_pruned
+
+    A = weights(block_pruned(512, 256, 32, 0.85, seed=2))
+    check(A, 64, "bsr:32")
+    check(A, 48, "bsr:16", register_rows=8, register_vectors=1)
+
+
+def test_dlmc_weights(real_data):
+    from sparsetir.data.masks import dlmc
+
+    real_data("dlmc/transformer/magnitude/0.9/ffn_conv1")
+    A = weights(dlmc("transformer/magnitude/0.9/ffn_conv1"))
+    check(A, 32, "bsr:16")
+    check(A, 32, "srbcrs:8:16")
+
+
+@pytest.mark.parametrize(("fmt", "feat"), [("bsr:4", 1), ("bsr:16", 17), ("dbsr:8", 3), ("srbcrs:4:8", 17),
+                                           ("bsr:8", 64)])
+def test_features_not_a_multiple_of_the_vector(fmt, feat):
+    A = weights(sp.random(45, 38, density=0.2, format="csr", random_state=feat))  # 45, 38: padded blocks
+    check(A, feat, fmt)
+
+
+@pytest.mark.parametrize("fmt", BLOCK_FORMATS)
+def test_empty_block_rows_and_a_single_block(fmt):
+    empty = sp.random(64, 40, density=0.3, format="csr", random_state=3).tolil()
+    empty[8:40] = 0  # whole block rows without a block
+    check(weights(empty.tocsr()), 20, fmt)
+    check(sp.csr_matrix((np.ones(1, np.float32), ([5], [7])), shape=(9, 11)), 20, fmt)  # one block
+    kernel = check(sp.csr_matrix((6, 6), dtype=np.float32), 20, fmt)  # nothing at all
+    assert not kernel(np.ones((6, 20), np.float32)).any()
+
+
+@pytest.mark.parametrize("knobs", [{"register_rows": 2, "register_vectors": 2}, {"cin_split": 4},
+                                   {"vector_width": 4}, {"index_dtype": "int64"}])
+def test_every_register_block_knob_and_int64_indices(knobs):
+    check(weights(sp.random(70, 64, density=0.15, format="csr", random_state=4)), 32, "bsr:8", **knobs)
+
+
+def test_float64():
+    check(weights(sp.random(40, 40, density=0.2, format="csr", random_state=5)), 24, "bsr:8", dtype=np.float64)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(A=csr_matrices(max_dim=20), fmt=st.sampled_from(BLOCK_FORMATS), feat=st.sampled_from([1, 3, 17]))
+def test_awkward_matrices(A, fmt, feat):
+    check(sp.csr_matrix(A, dtype=np.float32), feat, fmt)
+
+
+def test_refused_before_any_kernel_runs():
+    A = weights(sp.random(16, 16, density=0.3, format="csr", random_state=6))
+    with pytest.raises(ValueError, match="block format"):
+        compile_spmm(A, 8, format="csr", block_kernel=True)
+    with pytest.raises(ValueError, match="float32 and float64"):
+        compile_spmm(A, 8, format="bsr:4", dtype="float16", block_kernel=True)
+    with pytest.raises(ValueError, match="block_kernel"):
+        compile_spmm(A, 8, format="bsr:4", block_kernel=1)
+    with pytest.raises(TypeError, match="block_kernel"):
+        compile_spmm(A, 8, format="bsr:4", target="cuda", block_kernel=True)
