@@ -27,7 +27,7 @@ transform) and ``pyg-fastrgcnconv`` (``FastRGCNConv(aggr="mean")``: per edge ``x
 matmul over gathered weights, then a mean), two layers with the inputs' weights copied in
 (see :mod:`baselines.torch_gather` for the model).
 
-R-GCN entity-classification training (family ``rgcn-train``, ``sparsetir.bench.rgcn_train``):
+R-GCN entity-classification training (family ``rgcn-train``, ``sparsetir.bench.families.rgcn``):
 PyG's ``examples/rgcn.py`` model, a featureless first layer (``conv(None, ...)``, ``in_channels`` =
 the nodes) and a second, both with basis decomposition and mean aggregation, in ``RGCNConv``
 (``pyg-rgcnconv``) or ``FastRGCNConv`` (``pyg-fastrgcnconv``); weights in ``sparsetir.nn.RGCN``'s

@@ -2,10 +2,13 @@
 
     python -m sparsetir.bench <family> --help                      # the family's own options
     python -m sparsetir.bench <family> --format default --format auto  # its heuristic against the tuner's pick
+    python -m sparsetir.bench <training> --dataset NAME [--epochs N]   # a training experiment a family declares
 
 The options every family shares (contenders, timing, threads, seed, ``--json``) are parsed here;
 a family adds its own (``Family.add_arguments``) and runs its cases (``Family.main``). Spin limits
 and thread counts are set before torch or TVM load. The exit status is 0 when some contender ran.
+A training experiment that a family declares (``Family.trainings``) runs through
+``bench.training.training_main``: trained, scored, then epochs timed interleaved.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import argparse
 import sys
 
 from ..runtime.loader import usable_cores
-from .families import families, family
+from .families import families, family, trainers
 from .family import format_option
 from .memory import PROBE_COMMAND, probe_host
 from .records import write_json_atomic
@@ -79,14 +82,48 @@ def _probe(argv: list[str]) -> int:
                       threads=args.threads, jobs=args.jobs, repeats=args.repeats, timeout_s=args.timeout_s)
 
 
+def _train(name: str, argv: list[str]) -> int:
+    """``<training> [options]``: a training experiment a family declares, through ``training_main``."""
+    from .training import TRAINING_POLICY, training_main  # noqa: PLC0415
+
+    trainer = trainers()[name]
+    parser = argparse.ArgumentParser(prog=f"python -m sparsetir.bench {name}", description=trainer.title)
+    parser.add_argument("--dataset", action="append",
+                        help=f"a dataset (repeatable; default: {', '.join(trainer.datasets) or 'none'})")
+    parser.add_argument("--baseline", action="append", metavar="NAME",
+                        help="only these declared baselines or libraries (repeatable; default all)")
+    parser.add_argument("--epochs", type=int, default=trainer.settings.epochs, help="epochs before the accuracy")
+    parser.add_argument("--samples", type=int, default=TRAINING_POLICY.samples, help="timed epochs per contender")
+
+    def run(dataset, args, policy, log):
+        try:  # an unknown baseline: the usage error, before anything is built
+            contenders = trainer.contenders(args.baseline)
+        except ValueError as error:
+            parser.error(str(error))
+        settings = trainer.settings(epochs=args.epochs, seed=args.seed)
+        return trainer.benchmark(dataset, settings, contenders=contenders, policy=policy, log=log)
+
+    if not {"-h", "--help"} & set(argv):  # the datasets are checked before torch loads
+        try:
+            for dataset in parser.parse_known_args(argv)[0].dataset or trainer.datasets:
+                trainer.check_dataset(dataset)
+        except ValueError as error:
+            parser.error(str(error))
+    return training_main(parser, argv, list(trainer.datasets), run, trainer.summary)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == [PROBE_COMMAND]:
         return _probe(argv[1:])
     known = families()
+    training = {name: trainer for name, trainer in trainers().items() if name not in known}
+    if argv[:1] and argv[0] in training:
+        return _train(argv[0], argv[1:])
     if not argv or argv[0] not in known:
-        print(f"usage: python -m sparsetir.bench {{{','.join(known)}}} [options]\n"
-              f"  experiment families: {', '.join(f'{n} ({f.title})' for n, f in known.items())}", file=sys.stderr)
+        print(f"usage: python -m sparsetir.bench {{{','.join([*known, *training])}}} [options]\n"
+              f"  experiment families: {', '.join(f'{n} ({f.title})' for n, f in known.items())}\n"
+              f"  training experiments: {', '.join(f'{n} ({t.title})' for n, t in training.items())}", file=sys.stderr)
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     name, rest = argv[0], argv[1:]
     declared = known[name]

@@ -1,4 +1,4 @@
-"""Full-graph training benchmarks: what the R-GCN (``rgcn_train.py``) and GAT (``gat.py``) entry points share.
+"""Full-graph training benchmarks: what the families' training experiments (``gat.py``; the R-GCN family's) share.
 
 A *contender* is one library's way to train the task's model. It answers
 
@@ -41,7 +41,8 @@ class Trainer:
     """A training experiment as the workflow runs it (``workflows/scripts/training_family.py``), declared
     by its family: ``benchmark(dataset, settings, contenders=, policy=, log=)`` gives the records,
     ``settings(epochs=, seed=)`` the setup, ``contenders(baselines)`` the contenders, ``summary(records)``
-    the log line; ``check_dataset(name)`` raises ``ValueError`` for a dataset the trainer cannot load."""
+    the log line; ``check_dataset(name)`` raises ``ValueError`` for a dataset the trainer cannot load;
+    ``datasets`` are the command line's default (``python -m sparsetir.bench <name>``)."""
 
     name: str
     title: str
@@ -50,6 +51,7 @@ class Trainer:
     contenders: Callable
     summary: Callable
     check_dataset: Callable[[str], None]
+    datasets: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,7 @@ def training_summary(records: list[dict], sparsetir_prefix: str = "sparsetir") -
 
 
 def training_main(parser, argv, datasets: list[str], run_dataset: Callable, summary: Callable[[list[dict]], str]) -> int:
-    """The command line every training benchmark shares (``python -m sparsetir.bench.gat``, ``.rgcn_train``).
+    """The command line every training benchmark shares (``python -m sparsetir.bench <trainer>``, ``bench.gat``).
 
     ``parser`` holds the benchmark's own options and ``--samples``; this adds ``--seed``, ``--threads`` and
     ``--json``, sets the thread counts before torch and TVM load, then calls ``run_dataset(dataset, args,

@@ -1,11 +1,15 @@
-"""The R-GCN training entry point (sparsetir.bench.rgcn_train): every contender starts from the same
-weights, is scored and timed interleaved; a failing or unavailable one gets a record saying why."""
+"""The R-GCN family's training experiment (rgcn-train, in sparsetir.bench.families.rgcn): every contender
+starts from the same weights, is scored and timed interleaved; a failing or unavailable one gets a record
+saying why; its command line is the generic trainer's (python -m sparsetir.bench rgcn-train)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sparsetir.bench.rgcn_train import RGCNTrainSettings, benchmark_rgcn_training, rgcn_training_contenders, summary
+from sparsetir.bench.__main__ import main
+from sparsetir.bench.families import trainers
+from sparsetir.bench.families.rgcn import RGCNTrainSettings, benchmark_rgcn_training, rgcn_training_contenders
+from sparsetir.bench.families.rgcn import rgcn_training_summary as summary
 from sparsetir.bench.training import TRAINING_POLICY
 
 
@@ -42,3 +46,14 @@ def test_training_records_time_accuracy_and_the_reasons_of_the_others():
 def test_an_unknown_baseline_is_refused():
     with pytest.raises(ValueError, match="unknown rgcn-train baseline .pyg-gcn."):
         rgcn_training_contenders(["pyg-gcn"])
+
+
+def test_the_command_line_runs_the_declared_trainer_and_refuses_bad_names(capsys):
+    assert trainers()["rgcn-train"].datasets == ("aifb", "mutag")
+    with pytest.raises(SystemExit) as exit_:
+        main(["rgcn-train", "--dataset", "no-such-graph"])
+    assert exit_.value.code == 2 and "no-such-graph" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["rgcn-train", "--dataset", "relational:300:5:2000", "--baseline", "pyg-gcn", "--threads", "1"])
+    assert exit_.value.code == 2 and "unknown rgcn-train baseline" in capsys.readouterr().err
+    assert main(["--help"]) == 0 and "rgcn-train" in capsys.readouterr().err
