@@ -14,7 +14,9 @@ per row,
 :func:`headline_table` gives per sparsetir contender the geometric mean with its interval and the
 wins / ties / losses, :func:`speedup_cell` the cell text ``1.56× (1.41–1.70)`` (`` tie`` where the
 interval straddles 1). Every family's tables (``report.families``), the training families' and
-spmm/sddmm's (``workflows/scripts/speedup_tables.py``) use them.
+spmm/sddmm's (``workflows/scripts/speedup_tables.py``) use them. A family's long table starts from
+:func:`timing_fields` per record (who ran and how long) plus its own case columns, made a frame by
+:func:`long_frame`.
 """
 
 from __future__ import annotations
@@ -25,11 +27,41 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .intervals import NAN, Interval, geomean_interval, ratio_interval, verdict_counts
+from .intervals import NAN, Interval, geomean_interval, ratio_interval, rounds_of, verdict_counts
 
 SPARSETIR = "sparsetir"
 ALL = "*"  # the contender of a record that stands for a whole case that could not run
 SPEEDUP = "speedup_vs_best_baseline"
+
+
+#: The numeric columns :func:`timing_fields` gives every row (ms, seconds, sample counts).
+TIMING_COLUMNS = ("median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "convert_ms", "compile_s", "tune_s")
+
+
+def timing_fields(record: Mapping) -> dict:
+    """The columns every family's long table takes from a record alike: ``contender``, ``variant``,
+    ``status``, ``reason``; ``median_ms``, ``p20_ms``, ``p80_ms``, ``mean_ms`` (None where not timed);
+    ``samples`` and ``samples_s`` (the interleaved rounds, ``intervals.rounds_of``); ``convert_ms``,
+    ``compile_s``, ``tune_s`` (the preparation, None where not measured)."""
+    stats, times = record.get("stats") or {}, record.get("times") or {}
+    return {"contender": record["contender"], "variant": record.get("variant"), "status": record["status"],
+            "reason": record.get("reason"),
+            **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
+            "samples": stats.get("n"), "samples_s": rounds_of(stats),
+            "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
+            "compile_s": times.get("compile_s"), "tune_s": times.get("tune_s")}
+
+
+def long_frame(rows: Sequence[dict], case: Sequence[str], numeric: Sequence[str] = (), *, what: str) -> pd.DataFrame:
+    """The rows (:func:`timing_fields` and a family's case columns) as a frame: a later row of a
+    (``case``..., contender) wins; :data:`TIMING_COLUMNS` and ``numeric`` as floats (NaN where missing).
+    ``ValueError`` naming ``what`` when there are no rows."""
+    if not rows:
+        raise ValueError(f"no {what} records to aggregate")
+    frame = pd.DataFrame(rows).drop_duplicates(subset=[*case, "contender"], keep="last").reset_index(drop=True)
+    for column in (*TIMING_COLUMNS, *numeric):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    return frame
 
 
 def _key(values) -> tuple:

@@ -32,9 +32,9 @@ import pandas as pd
 
 from ...records import read_records, write_text_atomic
 from ..figures import speedup_figure as draw
-from ..intervals import geomean, number_cell, rounds_of
+from ..intervals import geomean, number_cell
 from ..summary import interference_paragraph
-from ..tables import add_speedups, headline_table, ratio_columns, row_interval, speedup_cell
+from ..tables import add_speedups, headline_table, long_frame, ratio_columns, row_interval, speedup_cell, timing_fields
 
 SPARSETIR = "sparsetir"
 ALL = "*"
@@ -53,30 +53,17 @@ def attention_frame(records: Iterable[dict], reference: Sequence[str], prunedber
     """The long table (see the module docstring); a later record of a (case, contender) wins."""
     rows = []
     for record in records:
-        stats = record.get("stats") or {}
-        times = record.get("times") or {}
         case = record.get("setting") or {}
         kind = record.get("kind") or (SPARSETIR if record["contender"].startswith(SPARSETIR) else "baseline")
         rows.append({
             "experiment": record["experiment"], "case": record["dataset"], "mask": case.get("mask"),
-            "seq": case.get("seq"), "contender": record["contender"], "kind": kind, "variant": record.get("variant"),
-            "status": record["status"], "reason": record.get("reason"),
+            "seq": case.get("seq"), "kind": kind, **timing_fields(record),
             "block_sparsity": case.get("block_sparsity", case.get("sparsity")),
             "shape": "x".join(str(d) for d in record["shape"]) if record.get("shape") else None,
-            "nnz": record.get("nnz"),
-            **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
-            "samples": stats.get("n"), "samples_s": rounds_of(stats),
-            "relative_error": case.get("relative_error"),
-            "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
-            "compile_s": times.get("compile_s"),
+            "nnz": record.get("nnz"), "relative_error": case.get("relative_error"),
         })
-    if not rows:
-        raise ValueError("no attention records to aggregate")
-    frame = pd.DataFrame(rows).drop_duplicates(subset=["experiment", "case", "contender"], keep="last")
-    frame = frame.reset_index(drop=True)
-    for column in ("median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "convert_ms", "compile_s",
-                   "block_sparsity", "relative_error", "seq", "nnz"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    frame = long_frame(rows, ["experiment", "case"], ("block_sparsity", "relative_error", "seq", "nnz"),
+                       what="attention")
     references = {"attention": list(reference), "prunedbert": [prunedbert_reference] if prunedbert_reference else []}
     pool = pd.Series([c in references.get(e, []) for e, c in zip(frame["experiment"], frame["contender"])],
                      index=frame.index)

@@ -39,8 +39,9 @@ import seaborn as sns
 
 from ...bounds import rate_percentages
 from ...records import read_records, write_bytes_atomic
+from .. import tables
 from ..figures import not_run_note
-from ..intervals import geomean, number_cell, rounds_of
+from ..intervals import geomean, number_cell
 from ..summary import interference_paragraph
 from ..tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
 
@@ -62,30 +63,22 @@ def conv_frame(records: Iterable[dict]) -> pd.DataFrame:
     """The long table (see the module docstring); a later record of a (case, contender) wins."""
     rows = []
     for record in records:
-        stats, times, conv = record.get("stats") or {}, record.get("times") or {}, record.get("conv") or {}
+        conv = record.get("conv") or {}
         rows.append({
             "cloud": record["dataset"], "voxel_size": conv.get("voxel_size"), "case": conv.get("case", ALL),
             "layer": conv.get("layer", ALL), **{key: conv.get(key) for key in
                                                 ("c_in", "c_out", "stride", "level", "inputs", "outputs", "pairs")},
-            "contender": record["contender"],
             "kind": conv.get("kind") or (SPARSETIR if record["contender"].startswith(SPARSETIR) else "baseline"),
-            "variant": record.get("variant"), "status": record["status"], "reason": record.get("reason"),
-            **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
-            "samples": stats.get("n"), "samples_s": rounds_of(stats),
+            **tables.timing_fields(record),
             "map_ms": conv["map_s"] * 1e3 if conv.get("map_s") is not None else None,
-            "map_library": conv.get("map_library"),
-            "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
-            "compile_s": times.get("compile_s"), "tune_s": times.get("tune_s"), "wrong_rows": conv.get("wrong_rows"),
+            "map_library": conv.get("map_library"), "wrong_rows": conv.get("wrong_rows"),
             **dict(zip(("pct_fma", "pct_memory_bound"), rate_percentages(record))),
         })
-    if not rows:
-        raise ValueError("no conv records to aggregate")
-    frame = pd.DataFrame(rows).drop_duplicates(subset=[*CASE_KEYS, "contender"], keep="last").reset_index(drop=True)
+    numeric = ("map_ms", "wrong_rows", "pct_fma", "pct_memory_bound", "c_in", "c_out", "stride", "level", "inputs",
+               "outputs", "pairs")
+    frame = tables.long_frame(rows, CASE_KEYS, numeric, what="conv")
     frame["variant"] = frame["variant"].fillna("")
     frame["voxel_size"] = frame["voxel_size"].fillna(-1.0)
-    for column in ("median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "map_ms", "convert_ms", "compile_s",
-                   "tune_s", "wrong_rows", "pct_fma", "pct_memory_bound", "c_in", "c_out", "stride", "level", "inputs", "outputs", "pairs"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame = add_speedups(frame, CASE_KEYS)  # the best baseline per case, intervals and verdicts
     return frame[[*COLUMNS, *INTERVAL_COLUMNS, "samples_s"]]
 

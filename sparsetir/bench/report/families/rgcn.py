@@ -38,9 +38,9 @@ import seaborn as sns
 
 from ...bounds import rate_percentages
 from ...records import read_records, write_text_atomic
-from .. import style
+from .. import style, tables
 from ..figures import not_run_note
-from ..intervals import geomean, number_cell, rounds_of
+from ..intervals import geomean, number_cell
 from ..summary import interference_paragraph
 from ..tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
 
@@ -68,34 +68,23 @@ def rgcn_frame(records: Iterable[dict]) -> pd.DataFrame:
     """The long table (see the module docstring); a later record of a (dataset, contender) wins."""
     rows = []
     for record in records:
-        stats = record.get("stats") or {}
-        times = record.get("times") or {}
         memory = record.get("memory") or {}
         rgcn = record.get("rgcn") or {}
         shape = record.get("shape") or [None]
         rows.append({
-            "dataset": record["dataset"], "contender": record["contender"], "kind": _kind(record),
-            "variant": record.get("variant"), "status": record["status"], "reason": record.get("reason"),
+            "dataset": record["dataset"], "kind": _kind(record), **tables.timing_fields(record),
             "nodes": shape[0], "edges": record.get("nnz"), "relations": rgcn.get("num_relations"),
             "dims": "/".join(str(d) for d in rgcn["dims"]) if rgcn.get("dims") else None,
-            **{f"{key}_ms": stats[key] * 1e3 if key in stats else None for key in ("median", "p20", "p80", "mean")},
-            "samples": stats.get("n"), "samples_s": rounds_of(stats),
             "peak_mib": memory["peak_bytes"] / MIB if "peak_bytes" in memory else None,
             "prepare_peak_mib": memory["prepare_peak_bytes"] / MIB if "prepare_peak_bytes" in memory else None,
             "resident_mib": memory["resident_bytes"] / MIB if "resident_bytes" in memory else None,
             "memory_note": memory.get("error"),
-            "convert_ms": times["convert_s"] * 1e3 if times.get("convert_s") is not None else None,
-            "compile_s": times.get("compile_s"), "tune_s": times.get("tune_s"),
             **dict(zip(("pct_fma", "pct_memory_bound"), rate_percentages(record))),
         })
-    if not rows:
-        raise ValueError("no R-GCN records to aggregate")
-    frame = pd.DataFrame(rows).drop_duplicates(subset=["dataset", "contender"], keep="last").reset_index(drop=True)
+    numeric = ("peak_mib", "prepare_peak_mib", "resident_mib", "nodes", "edges", "relations", "pct_fma",
+               "pct_memory_bound")
+    frame = tables.long_frame(rows, ["dataset"], numeric, what="R-GCN")
     frame["variant"] = frame["variant"].fillna("")
-    for column in ("median_ms", "p20_ms", "p80_ms", "mean_ms", "samples", "peak_mib", "prepare_peak_mib",
-                   "resident_mib", "convert_ms", "compile_s", "tune_s", "nodes", "edges", "relations", "pct_fma",
-                   "pct_memory_bound"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
     frame = add_speedups(frame, ["dataset"])  # the best baseline per dataset, intervals and verdicts
     return frame[[*COLUMNS, *INTERVAL_COLUMNS, "samples_s"]]
 
