@@ -40,7 +40,7 @@ from ..case_runner import status_of
 from ..engine import Row, baseline_row, prepare, time_rows
 from ..families.attention import attention_operands
 from ..records import ALL_CONTENDERS, make_record
-from .candidates import candidate_factory
+from .candidates import candidate_factory, note_candidate
 from .in_turn import row_times, run_cases_in_turn
 from .manifest import bundle_baselines
 from .parts import BundlePart
@@ -170,8 +170,7 @@ def run_attention_case(bundle: Path, section: dict, case: dict, scratch: Path, a
             times=row_times(row, candidate), min_bytes=bench_case.min_bytes, flops=4 * kept * head_dim,
             copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where)
         record.update(case=case["case"], setting=dict(info), kind="sparsetir" if candidate else "baseline")
-        if candidate is not None:
-            record["setting"]["candidate"] = {"id": candidate["id"], "config": candidate["config"]}
+        note_candidate(record["setting"], candidate)
         records.append(record)
     return records
 

@@ -43,6 +43,14 @@ def candidate_label(config: dict, *fields: str) -> str:
     return f"sparsetir[{candidate_variant(config, *fields)}]"
 
 
+def note_candidate(fields: dict, candidate: dict | None) -> dict:
+    """``fields`` (a record's family section) with ``"candidate": {"id", "config"}`` where the row is a
+    bundle candidate (``candidate`` not None; a baseline's section gets no such key). Returns ``fields``."""
+    if candidate is not None:
+        fields["candidate"] = {"id": candidate["id"], "config": candidate["config"]}
+    return fields
+
+
 def rounded_to(array: np.ndarray, dtype: str) -> np.ndarray:
     """``array`` as float32 holding the nearest values of ``dtype`` (what a candidate of that dtype is given)."""
     if dtype == "float32":

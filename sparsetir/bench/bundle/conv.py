@@ -38,7 +38,14 @@ from ..case_runner import status_of
 from ..engine import Row, baseline_row, prepare, time_rows
 from ..families.conv import ConvLayer, parse_layer
 from ..records import ALL_CONTENDERS, make_record
-from .candidates import candidate_dtype, candidate_label, candidate_variant, half_precision_case, rounded_to
+from .candidates import (
+    candidate_dtype,
+    candidate_label,
+    candidate_variant,
+    half_precision_case,
+    note_candidate,
+    rounded_to,
+)
 from .in_turn import row_times, run_cases_in_turn
 from .manifest import bundle_baselines
 from .parts import BundlePart
@@ -234,8 +241,7 @@ def run_conv_case(bundle: Path, section: dict, case: dict, scratch: Path, assemb
             "map_s": case.get("map_s") if candidate else None, "map_stats": None,
             "map_library": "sparsetir" if candidate else None, "wrong_rows": None,
         }
-        if candidate is not None:
-            record["conv"]["candidate"] = {"id": candidate["id"], "config": candidate["config"]}
+        note_candidate(record["conv"], candidate)
         records.append(record)
     return records
 

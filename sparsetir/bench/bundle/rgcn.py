@@ -38,7 +38,7 @@ from ...runtime.validate import entry_rows
 from ..case_runner import status_of
 from ..engine import Row, baseline_row, prepare, time_rows
 from ..records import make_record
-from .candidates import candidate_dtype, candidate_label, half_precision_case, rounded_to
+from .candidates import candidate_dtype, candidate_label, half_precision_case, note_candidate, rounded_to
 from .in_turn import failed_case, run_cases_in_turn
 from .manifest import bundle_baselines
 from .parts import BundlePart
@@ -245,8 +245,7 @@ def run_rgcn_case(bundle: Path, section: dict, case: dict, scratch: Path, assemb
         record["rgcn"] = {"dims": list(dims), "num_relations": graph.num_relations, "seed": section["seed"],
                           "kind": "sparsetir" if candidate else "baseline", "speedup_vs_best": row.speedup_vs_best}
         record["memory"] = None
-        if candidate is not None:
-            record["rgcn"]["candidate"] = {"id": candidate["id"], "config": candidate["config"]}
+        note_candidate(record["rgcn"], candidate)
         records.append(record)
     return records
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .intervals import NAN, Interval, geomean_interval, ratio_interval, rounds_of, verdict_counts
+from .intervals import NAN, Interval, geomean, geomean_interval, number_cell, ratio_interval, rounds_of, verdict_counts
 
 SPARSETIR = "sparsetir"
 ALL = "*"  # the contender of a record that stands for a whole case that could not run
@@ -149,6 +149,49 @@ def speedup_cell(interval: Interval, status: str = "ok") -> str:
     if not np.isfinite(interval.value):
         return "n/a"
     return interval.text() + (" tie" if interval.verdict == "tie" else "")
+
+
+def speedup_cells(row) -> dict:
+    """A sparsetir row's cells in a family's speedup table, against the best baseline of its case: its ms,
+    the baseline and its ms, the speedup of medians with its interval (:func:`speedup_cell`), the verdict,
+    the speedup of means, and % of the measured FMA rate and of the memory bound (``pct_fma``,
+    ``pct_memory_bound``)."""
+    return {"sparsetir ms": number_cell(row["median_ms"], 3),
+            "best baseline": row["best_baseline"] if isinstance(row["best_baseline"], str) else "—",
+            "baseline ms": number_cell(row["best_baseline_ms"], 3),
+            "speedup (median, 90% interval)": speedup_cell(row_interval(row), row["status"]),
+            "verdict": row[f"{SPEEDUP}_verdict"], "speedup (mean)": number_cell(row[f"{SPEEDUP}_mean"]),
+            "% FMA": number_cell(row["pct_fma"], 1), "% memory bound": number_cell(row["pct_memory_bound"], 1)}
+
+
+def geomean_cells(speedups, means) -> dict:
+    """The geomean row under a contender's :func:`speedup_cells` rows: the geometric means of its
+    speedups of medians and of means, the other cells empty."""
+    return {**dict.fromkeys(("sparsetir ms", "best baseline", "baseline ms"), ""),
+            "speedup (median, 90% interval)": number_cell(geomean(speedups)), "verdict": "",
+            "speedup (mean)": number_cell(geomean(means)), "% FMA": "", "% memory bound": ""}
+
+
+#: The headline section's note, the same in every family's report.
+HEADLINE_NOTE = ("Per sparsetir contender: the geometric mean of its speedups over the {versus} with its 90% bootstrap "
+                 "interval over the interleaved rounds, and its wins / ties / losses (a tie: the interval straddles 1).")
+
+
+def markdown_sections(*sections) -> list[str]:
+    """The Markdown lines of ``(heading, block, ...)`` sections, a blank line after each part: the heading
+    (``"## ..."``; None: none), then each block: a DataFrame as a pipe table (``(none)`` when empty, missing
+    cells blank), a string as a paragraph, any other iterable as its lines."""
+    lines = []
+    for heading, *blocks in sections:
+        if heading:
+            lines += [heading, ""]
+        for block in blocks:
+            if isinstance(block, pd.DataFrame):
+                lines.append(block.fillna("").to_markdown(index=False) if len(block) else "(none)")
+            else:
+                lines += [block] if isinstance(block, str) else list(block)
+            lines.append("")
+    return lines
 
 
 def contender_geomean(frame: pd.DataFrame, case: Sequence[str], column: str, contender: str, against: str,

@@ -31,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...records import read_records, write_text_atomic
+from .. import tables
 from ..figures import speedup_figure as draw
 from ..intervals import geomean, number_cell
 from ..summary import interference_paragraph
@@ -146,10 +147,6 @@ def best_sparse_format(frame: pd.DataFrame) -> pd.DataFrame:
     return table.drop(columns=["_speedup"]) if "_speedup" in table.columns else table
 
 
-def _markdown(table: pd.DataFrame) -> str:
-    return table.fillna("").to_markdown(index=False) if len(table) else "(none)"
-
-
 def markdown_report(frame: pd.DataFrame) -> str:
     attention = frame[frame["experiment"] == "attention"]
     prunedbert = frame[frame["experiment"] == "prunedbert"]
@@ -162,44 +159,22 @@ def markdown_report(frame: pd.DataFrame) -> str:
         "sizes), SDPA with the dense mask and torch's BSR. Setup (conversion; FlexAttention's torch.compile, once "
         "per shape) is not kernel time and has its own table.",
         "",
-        "## Headline",
-        "",
-        "Per sparsetir contender: the geometric mean of its speedups over the reference with its 90% bootstrap "
-        "interval over the interleaved rounds, and its wins / ties / losses (a tie: the interval straddles 1).",
-        "",
-        _markdown(headline_table(attention, CASE, "speedup_vs_reference", "reference")),
-        "",
-        "## ms per call (median)",
-        "",
-        _markdown(wide(attention, "median_ms")),
-        "",
-        "## sparsetir over the reference",
-        "",
-        _markdown(speedup_summary(attention)),
-        "",
-        "## Setup: conversion and compile",
-        "",
-        _markdown(setup_table(attention)),
-        "",
     ]
+    lines += tables.markdown_sections(
+        ("## Headline", tables.HEADLINE_NOTE.format(versus="reference"),
+         headline_table(attention, CASE, "speedup_vs_reference", "reference")),
+        ("## ms per call (median)", wide(attention, "median_ms")),
+        ("## sparsetir over the reference", speedup_summary(attention)),
+        ("## Setup: conversion and compile", setup_table(attention)))
     if len(prunedbert):
-        lines += [
-            "# PrunedBERT: pruned weights (DLMC) times activations, ms per call (median)",
-            "",
-            "``ops.spmm(W, X)`` in sparse formats against dense ``torch.mm`` (MKL) and torch's CSR; the reference "
-            "is dense MKL.",
-            "",
-            _markdown(headline_table(prunedbert, CASE, "speedup_vs_reference", "reference")),
-            "",
-            _markdown(wide(prunedbert, "median_ms")),
-            "",
-            "## Best sparse format per weight",
-            "",
-            _markdown(best_sparse_format(prunedbert)),
-            "",
-        ]
-    lines += ["## Did not run", "", _markdown(frame[frame["status"] != "ok"][["case", "contender", "status",
-                                                                              "reason"]]), ""]
+        lines += tables.markdown_sections(
+            ("# PrunedBERT: pruned weights (DLMC) times activations, ms per call (median)",
+             "``ops.spmm(W, X)`` in sparse formats against dense ``torch.mm`` (MKL) and torch's CSR; the reference "
+             "is dense MKL.", headline_table(prunedbert, CASE, "speedup_vs_reference", "reference"),
+             wide(prunedbert, "median_ms")),
+            ("## Best sparse format per weight", best_sparse_format(prunedbert)))
+    missing = frame[frame["status"] != "ok"][["case", "contender", "status", "reason"]]
+    lines += tables.markdown_sections(("## Did not run", missing))
     return "\n".join(lines)
 
 

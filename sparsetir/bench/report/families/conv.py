@@ -43,7 +43,7 @@ from .. import tables
 from ..figures import not_run_note
 from ..intervals import geomean, number_cell
 from ..summary import interference_paragraph
-from ..tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
+from ..tables import INTERVAL_COLUMNS, add_speedups, headline_table
 
 SPARSETIR = "sparsetir"
 ALL = "*"
@@ -121,23 +121,13 @@ def speedup_table(frame: pd.DataFrame, case: str) -> tuple[pd.DataFrame, list[st
         speedups = []
         for _, entry in entries.iterrows():
             speedups.append(entry["speedup_vs_best_baseline"])
-            rows.append({"sparsetir": contender, "scan": _scan(entry), "layer": entry["layer"],
-                         "sparsetir ms": number_cell(entry["median_ms"], 3),
-                         "best baseline": entry["best_baseline"] if isinstance(entry["best_baseline"], str) else "—",
-                         "baseline ms": number_cell(entry["best_baseline_ms"], 3),
-                         "speedup (median, 90% interval)": speedup_cell(row_interval(entry), entry["status"]),
-                         "verdict": entry["speedup_vs_best_baseline_verdict"],
-                         "speedup (mean)": number_cell(entry["speedup_vs_best_baseline_mean"]),
-                         "% FMA": number_cell(entry["pct_fma"], 1),
-                         "% memory bound": number_cell(entry["pct_memory_bound"], 1),
+            rows.append({"sparsetir": contender, "scan": _scan(entry), "layer": entry["layer"], **tables.speedup_cells(entry),
                          "compile s": number_cell(entry["compile_s"]), "tune s": number_cell(entry["tune_s"], 1)})
         valid = [s for s in speedups if s is not None and math.isfinite(s)]
         if valid:
             rows.append({"sparsetir": contender, "scan": "geomean", "layer": f"min {min(valid):.2f}",
-                         "sparsetir ms": "", "best baseline": "", "baseline ms": "",
-                         "speedup (median, 90% interval)": number_cell(geomean(valid)), "verdict": "",
-                         "speedup (mean)": number_cell(geomean(entries["speedup_vs_best_baseline_mean"])),
-                         "% FMA": "", "% memory bound": "", "compile s": "", "tune s": ""})
+                         **tables.geomean_cells(valid, entries["speedup_vs_best_baseline_mean"]),
+                         "compile s": "", "tune s": ""})
             if case == "layer":
                 met = geomean(valid) >= TARGET_GEOMEAN and min(valid) >= TARGET_MIN and len(valid) == len(speedups)
                 verdicts.append(f"- **{contender}**: geomean {geomean(valid):.2f}x, minimum {min(valid):.2f}x over "

@@ -42,7 +42,7 @@ from .. import style, tables
 from ..figures import not_run_note
 from ..intervals import geomean, number_cell
 from ..summary import interference_paragraph
-from ..tables import INTERVAL_COLUMNS, add_speedups, headline_table, row_interval, speedup_cell
+from ..tables import INTERVAL_COLUMNS, add_speedups, headline_table
 
 SPARSETIR = "sparsetir"
 ALL = "*"
@@ -129,26 +129,15 @@ def speedup_summary(frame: pd.DataFrame, dataset_order: Sequence[str]) -> pd.Dat
             baseline_memory = baseline["peak_mib"].iloc[0] if len(baseline) else math.nan
             lowest = frame[(frame["dataset"] == dataset) & (frame["kind"] == "baseline")
                            & (frame["status"] == "ok")]["peak_mib"].min()
-            mine.append({"sparsetir": contender, "dataset": dataset,
-                         "sparsetir ms": number_cell(row["median_ms"], 3),
-                         "best baseline": row["best_baseline"] if isinstance(row["best_baseline"], str) else "—",
-                         "baseline ms": number_cell(row["best_baseline_ms"], 3),
-                         "speedup (median, 90% interval)": speedup_cell(row_interval(row), row["status"]),
-                         "verdict": row["speedup_vs_best_baseline_verdict"],
-                         "speedup (mean)": number_cell(row["speedup_vs_best_baseline_mean"]),
-                         "% FMA": number_cell(row["pct_fma"], 1),
-                         "% memory bound": number_cell(row["pct_memory_bound"], 1),
+            mine.append({"sparsetir": contender, "dataset": dataset, **tables.speedup_cells(row),
                          "sparsetir MiB": number_cell(row["peak_mib"], 1), "best baseline MiB": number_cell(baseline_memory, 1),
                          "lowest baseline MiB": number_cell(lowest, 1),
                          "_speedup": row["speedup_vs_best_baseline"], "_mean": row["speedup_vs_best_baseline_mean"]})
         rows += mine
         if mine:
-            rows.append({"sparsetir": contender, "dataset": "geomean", "sparsetir ms": "", "best baseline": "",
-                         "baseline ms": "", "speedup (median, 90% interval)": number_cell(geomean(r["_speedup"] for r in mine)),
-                         "verdict": "",
-                         "speedup (mean)": number_cell(geomean(r["_mean"] for r in mine)), "% FMA": "",
-                         "% memory bound": "", "sparsetir MiB": "",
-                         "best baseline MiB": "", "lowest baseline MiB": ""})
+            rows.append({"sparsetir": contender, "dataset": "geomean",
+                         **tables.geomean_cells([r["_speedup"] for r in mine], [r["_mean"] for r in mine]),
+                         "sparsetir MiB": "", "best baseline MiB": "", "lowest baseline MiB": ""})
     table = pd.DataFrame(rows)
     return table.drop(columns=[c for c in ("_speedup", "_mean") if c in table.columns])
 
@@ -205,10 +194,6 @@ def not_run_table(frame: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def _markdown(table: pd.DataFrame) -> str:
-    return table.to_markdown(index=False) if len(table) else "(none)"
-
-
 def markdown_report(frame: pd.DataFrame, dataset_order: Sequence[str] = ()) -> str:
     dims = ", ".join(sorted(set(frame["dims"].dropna()))) or "n/a"
     lines = [
@@ -221,38 +206,15 @@ def markdown_report(frame: pd.DataFrame, dataset_order: Sequence[str] = ()) -> s
         "memory: highest RSS during inference minus the RSS with the inputs built, each contender in a fresh "
         "process (sparsetir/bench/memory.py).",
         "",
-        "## Headline",
-        "",
-        "Per sparsetir contender: the geometric mean of its speedups over the best baseline with its 90% bootstrap "
-        "interval over the interleaved rounds, and its wins / ties / losses (a tie: the interval straddles 1).",
-        "",
-        _markdown(headline_table(frame, ["dataset"])),
-        "",
-        "## ms per inference (median)",
-        "",
-        _markdown(wide(frame, "median_ms", dataset_order, 3)),
-        "",
-        "## sparsetir over the best baseline",
-        "",
-        _markdown(speedup_summary(frame, dataset_order)),
-        "",
-        "## Targets",
-        "",
-        *target_lines(frame),
-        "",
-        "## Peak memory (MiB)",
-        "",
-        _markdown(wide(frame, "peak_mib", dataset_order, 1)),
-        "",
-        "## Preparation: conversion, compile and tuning",
-        "",
-        _markdown(preparation_table(frame, dataset_order)),
-        "",
-        "## Did not run",
-        "",
-        _markdown(not_run_table(frame)),
-        "",
     ]
+    lines += tables.markdown_sections(
+        ("## Headline", tables.HEADLINE_NOTE.format(versus="best baseline"), headline_table(frame, ["dataset"])),
+        ("## ms per inference (median)", wide(frame, "median_ms", dataset_order, 3)),
+        ("## sparsetir over the best baseline", speedup_summary(frame, dataset_order)),
+        ("## Targets", target_lines(frame)),
+        ("## Peak memory (MiB)", wide(frame, "peak_mib", dataset_order, 1)),
+        ("## Preparation: conversion, compile and tuning", preparation_table(frame, dataset_order)),
+        ("## Did not run", not_run_table(frame)))
     return "\n".join(lines)
 
 
