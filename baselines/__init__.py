@@ -12,7 +12,8 @@ A library module declares
     (optional libraries only) whether the library imports here and which version, tried once
     per process (``functools.cache``), as PyG's ``torch_geometric.typing`` sets its ``WITH_*``
     flags once: a module's declarations import without the library, so a process that needs
-    none of its variants never pays for its import.
+    none of its variants never pays for its import. :func:`optional_library` makes ``probe`` and
+    the getter the factories call from the module's cached import.
 
 Everything else reads the declarations through this package: :func:`variants` (by op or
 family, optionally only some libraries or variants), :func:`library_references`,
@@ -227,6 +228,26 @@ def availability(entry: Baseline, device: str = "cpu") -> tuple[bool, str]:
         ok, why = variant.check(device)
         reason = why if not ok or why else reason
     return ok, reason
+
+
+def optional_library(load: Callable[[], tuple[object, str | None]], describe: Callable[[object], str]
+                     ) -> tuple[Callable[[], tuple[bool, str]], Callable[[], object]]:
+    """``(probe, require)`` of an optional library. ``load()`` gives ``(library, None)`` when it imports,
+    else ``(None, why not)`` (the module caches it: tried once per process); ``probe() -> (ok, reason)``,
+    the reason being ``describe(library)`` (its version) or why not; ``require()`` returns the library or
+    raises ``RuntimeError`` saying why not (a factory's call, once its variant was found available)."""
+
+    def probe() -> tuple[bool, str]:
+        library, reason = load()
+        return (False, reason) if library is None else (True, describe(library))
+
+    def require():
+        library, reason = load()
+        if library is None:
+            raise RuntimeError(reason)
+        return library
+
+    return probe, require
 
 
 @functools.cache

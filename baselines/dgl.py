@@ -49,11 +49,12 @@ import importlib
 import importlib.util
 import sys
 import types
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from baselines import Variant
+from baselines import Variant, optional_library
 from baselines.scipy_sparse import canonical_csr
 from baselines.torch_gather import RelationalEdges, features, layer_weights, two_layers
 
@@ -103,19 +104,26 @@ def import_dgl():
     return dgl, None
 
 
-def probe() -> tuple[bool, str]:
-    """Whether DGL imports here (through the shim), and its version or why not."""
-    dgl, reason = import_dgl()
-    if dgl is None:
-        return False, reason
-    return True, f"dgl {dgl.__version__} on torch {torch.__version__}"
+#: ``probe()``: whether DGL imports here (through the shim), and its version or why not; ``_dgl()``: the module
+#: (``import_dgl`` looked up at each call, so a test can replace it).
+probe, _dgl = optional_library(lambda: import_dgl(), lambda dgl: f"dgl {dgl.__version__} on torch {torch.__version__}")
 
 
-def _dgl():
-    dgl, reason = import_dgl()
-    if dgl is None:
-        raise RuntimeError(reason)
-    return dgl
+def _nn_layer_check(layer: str) -> Callable[[str], tuple[bool, str]]:
+    """A variant's check: on the CPU only (``_cpu_only``), and ``dgl.nn.pytorch.<layer>`` imports (DGL's nn
+    package can fail to import on its own under a newer torch); the reason names DGL's version."""
+
+    def check(device: str) -> tuple[bool, str]:
+        ok, reason = _cpu_only(device)
+        if not ok:
+            return ok, reason
+        try:
+            getattr(importlib.import_module("dgl.nn.pytorch"), layer)
+        except Exception as error:  # an ImportError, an AttributeError, or a failure inside DGL's import
+            return False, f"dgl {import_dgl()[0].__version__}: dgl.nn.pytorch.{layer} does not import: {error}"
+        return True, f"dgl {import_dgl()[0].__version__} {layer} on torch {torch.__version__}"
+
+    return check
 
 
 def _cpu_only(device: str) -> tuple[bool, str]:
@@ -236,15 +244,7 @@ class DglSage:
 # ---------------------------------------------------------------- R-GCN inference
 
 
-def _relgraphconv_check(device: str) -> tuple[bool, str]:
-    ok, reason = _cpu_only(device)
-    if not ok:
-        return ok, reason
-    try:
-        from dgl.nn.pytorch import RelGraphConv  # noqa: F401, PLC0415 - optional library, imported on demand
-    except Exception as error:  # DGL's nn package can fail to import on its own under a newer torch
-        return False, f"dgl {import_dgl()[0].__version__}: dgl.nn.pytorch.RelGraphConv does not import: {error}"
-    return True, f"dgl {import_dgl()[0].__version__} RelGraphConv on torch {torch.__version__}"
+_relgraphconv_check = _nn_layer_check("RelGraphConv")
 
 
 def relgraphconv(inputs, device: str = "cpu"):
@@ -299,6 +299,10 @@ class _FeaturelessBasisLayer(torch.nn.Module):
             return graph.dstdata["h"] + self.root + self.bias
 
 
+#: PyG RGCNConv's parameter names -> DGL RelGraphConv's (basis regulariser, self loop, bias)
+_RELGRAPHCONV_NAMES = {"weight": "linear_r.W", "comp": "linear_r.coeff", "root": "loop_weight", "bias": "h_bias"}
+
+
 class DglRGCNTraining:
     """The entity-classification model in DGL (see the module docstring)."""
 
@@ -314,19 +318,15 @@ class DglRGCNTraining:
         second = RelGraphConv(dims["hidden"], dims["classes"], dims["relations"], regularizer="basis",
                               num_bases=dims["bases"], self_loop=True, bias=True)
         model = _TwoLayers([first, second])
-        names = {"weight": "linear_r.W", "comp": "linear_r.coeff", "root": "loop_weight", "bias": "h_bias"}
-        mapped = {}
-        for key, value in state.items():
-            _convs, layer, name = key.split(".")
-            mapped[f"convs.{layer}.{name if layer == '0' else names[name]}"] = value
-        model.load_state_dict(mapped)
+        model.load_state_dict({self.parameter_name(key): value for key, value in state.items()})
         return model
 
     @staticmethod
     def parameter_name(key: str) -> str:
-        """This model's name of the PyG-keyed parameter ``key`` (``convs.<i>.lin.weight``, ...)."""
-        _convs, layer, name = key.split(".", 2)
-        return f"convs.{layer}.{_PYG_NAMES[name]}"
+        """This model's name of the PyG-keyed parameter ``key`` (``convs.<i>.weight``, ``comp``, ``root``,
+        ``bias``): the featureless first layer (ours) keeps PyG's names, the second is DGL's RelGraphConv."""
+        _convs, layer, name = key.split(".")
+        return f"convs.{layer}.{name if layer == '0' else _RELGRAPHCONV_NAMES[name]}"
 
     def structure(self, task):
         dgl = _dgl()
@@ -349,15 +349,7 @@ class DglRGCNTraining:
 # ---------------------------------------------------------------- GAT training
 
 
-def _gatconv_check(device: str) -> tuple[bool, str]:
-    ok, reason = _cpu_only(device)
-    if not ok:
-        return ok, reason
-    try:
-        from dgl.nn.pytorch import GATConv  # noqa: F401, PLC0415 - optional library, imported on demand
-    except Exception as error:  # DGL's nn package can fail to import on its own under a newer torch
-        return False, f"dgl {import_dgl()[0].__version__}: dgl.nn.pytorch.GATConv does not import: {error}"
-    return True, f"dgl {import_dgl()[0].__version__} GATConv on torch {torch.__version__}"
+_gatconv_check = _nn_layer_check("GATConv")
 
 
 class _DglGATLayer(torch.nn.Module):

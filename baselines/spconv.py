@@ -35,7 +35,7 @@ import time
 import numpy as np
 import torch
 
-from baselines import Variant
+from baselines import Variant, optional_library
 
 SPCONV_VERSION = "2.3.8"
 
@@ -56,19 +56,10 @@ def import_spconv():
     return modules, None
 
 
-def probe() -> tuple[bool, str]:
-    """Whether spconv imports here, and its version or why not."""
-    modules, reason = import_spconv()
-    if modules is None:
-        return False, reason
-    return True, f"spconv {getattr(modules['spconv'], '__version__', '?')} on torch {torch.__version__}"
-
-
-def _modules():
-    modules, reason = import_spconv()
-    if modules is None:
-        raise RuntimeError(reason)
-    return modules
+#: ``probe()``: whether spconv imports here, and its version or why not; ``_modules()``: the modules.
+probe, _modules = optional_library(
+    lambda: import_spconv(),
+    lambda modules: f"spconv {getattr(modules['spconv'], '__version__', '?')} on torch {torch.__version__}")
 
 
 def spconv_weight(W: np.ndarray, kernel_size: int) -> np.ndarray:

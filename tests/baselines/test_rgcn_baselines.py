@@ -103,3 +103,14 @@ def test_dgl_says_exactly_why_when_it_cannot_run(monkeypatch):
     assert baselines.baseline("rgcn", "dgl-relgraphconv").available() == (False, "dgl is not installed (test)")
     with pytest.raises(RuntimeError, match="dgl is not installed"):
         dgl.relgraphconv(None)
+
+
+def test_the_dgl_training_model_names_pyg_parameters_as_its_layers_do():
+    # the featureless first layer is ours (PyG's names); the second is RelGraphConv (DGL's)
+    name = dgl.DglRGCNTraining.parameter_name
+    assert [name(f"convs.0.{key}") for key in ("weight", "comp", "root", "bias")] == [
+        "convs.0.weight", "convs.0.comp", "convs.0.root", "convs.0.bias"]
+    assert [name(f"convs.1.{key}") for key in ("weight", "comp", "root", "bias")] == [
+        "convs.1.linear_r.W", "convs.1.linear_r.coeff", "convs.1.loop_weight", "convs.1.h_bias"]
+    with pytest.raises(KeyError):
+        name("convs.1.lin.weight")  # a GAT key is not an R-GCN parameter
