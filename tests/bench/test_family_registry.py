@@ -33,7 +33,8 @@ def test_every_module_registers_the_family_of_its_name_and_the_workflow_reads_th
 
 def test_one_command_line_lists_the_families_and_refuses_an_unknown_one():
     listed = subprocess.run([sys.executable, "-m", "sparsetir.bench"], capture_output=True, text=True)
-    assert listed.returncode == 2 and "{attention,conv,gat,rgcn,sage}" in listed.stderr
+    assert listed.returncode == 2 and "{attention,conv,gat,rgcn,sage,rgcn-train}" in listed.stderr
+    assert "training experiments: rgcn-train" in listed.stderr  # a family's declared training, by its name
     unknown = subprocess.run([sys.executable, "-m", "sparsetir.bench", "spmv"], capture_output=True, text=True)
     assert unknown.returncode == 2
 

@@ -96,14 +96,17 @@ def _resampled_ratios(reference: np.ndarray, contender: np.ndarray, rng: np.rand
                       count: int, groups: Sequence[int] | None = None) -> np.ndarray:
     """``count`` bootstrap replicates of ``median(reference) / median(contender)``."""
     if groups is not None and len(groups) > 1 and reference.size == contender.size == sum(groups):
-        starts = np.cumsum([0, *groups[:-1]])
-        sizes = np.asarray(groups)
-        replicates = np.empty(count)
-        for replicate in range(count):  # processes with replacement, then rounds within each
-            drawn = rng.integers(0, len(groups), size=len(groups))
-            index = np.concatenate([starts[g] + rng.integers(0, sizes[g], size=sizes[g]) for g in drawn])
-            replicates[replicate] = np.median(reference[index]) / np.median(contender[index])
-        return replicates
+        starts, sizes = np.cumsum([0, *groups[:-1]]), np.asarray(groups)
+        # all replicates at once: processes with replacement, then as many rounds within each drawn process
+        # as it has (a slot beyond a smaller process's size is NaN, so the medians skip it)
+        drawn = rng.integers(0, len(groups), size=(count, len(groups)))
+        drawn_sizes = sizes[drawn][..., None]
+        within = np.minimum((rng.random((count, len(groups), int(sizes.max()))) * drawn_sizes).astype(np.int64),
+                            drawn_sizes - 1)
+        index = (starts[drawn][..., None] + within).reshape(count, -1)
+        used = (np.arange(int(sizes.max())) < drawn_sizes).reshape(count, -1)
+        return (np.nanmedian(np.where(used, reference[index], np.nan), axis=1)
+                / np.nanmedian(np.where(used, contender[index], np.nan), axis=1))
     if reference.size == contender.size:  # interleaved rounds: resample the pairs together
         index = rng.integers(0, reference.size, size=(count, reference.size))
         return np.median(reference[index], axis=1) / np.median(contender[index], axis=1)
