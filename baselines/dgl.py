@@ -325,7 +325,7 @@ class DglRGCNTraining:
     def parameter_name(key: str) -> str:
         """This model's name of the PyG-keyed parameter ``key`` (``convs.<i>.weight``, ``comp``, ``root``,
         ``bias``): the featureless first layer (ours) keeps PyG's names, the second is DGL's RelGraphConv."""
-        _convs, layer, name = key.split(".")
+        _convs, layer, name = key.split(".", 2)
         return f"convs.{layer}.{name if layer == '0' else _RELGRAPHCONV_NAMES[name]}"
 
     def structure(self, task):
