@@ -14,7 +14,13 @@ same initial weights (one PyG-keyed state_dict per seed) on the same inputs:
 
 Contenders run interleaved: each epoch, every contender runs one epoch, in an order rotated per
 epoch. An epoch's time is the sum of its steps (``perf_counter``); ``median_ms`` is the median over
-the epochs after ``warmup``; ``compile_s`` is the first epoch's excess over that median (kernel
+the epochs after ``warmup`` that the interference sentinel kept: after every epoch of all the
+contenders (one interleaved round) the sentinel (``sparsetir.timing.interference``, the default
+``TimingPolicy``'s limits) judges it, and a flagged epoch is left out of every contender's
+statistics. A training epoch is not repeated (the models would train one epoch more): a case
+with more flagged epochs than the repeat bound is marked contaminated, and when fewer than half
+of its timed epochs are clean they are all kept (``flagged_kept``). Each record's
+``stats["interference"]`` is the account, the same for every contender of the case; ``compile_s`` is the first epoch's excess over that median (kernel
 compiles, ``torch.compile``, PyG's template generation), with sparsetir's kernel compile and
 conversion seconds beside it (``kernel_compile_s``). After the timed epochs one more runs under
 ``torch.profiler`` for ``epoch_split``: the shares of sparse ops, dense ops and the rest
@@ -250,9 +256,9 @@ def run_sage(dataset: str, mode: str, settings: SageSettings, *, seeds=(0,), con
                 continue
             contender, reason = baseline_contender(name)
             runs[name] = _Run(contender) if contender is not None else _Run(None, status="unavailable", reason=reason)
-        sample_s = _train(graph, mode, settings, seed, runs, log)
-        records += [_finish(graph, dataset, mode, name, seed, run, settings, sample_s, provenance) for name, run
-                    in runs.items()]
+        sample_s, judged = _train(graph, mode, settings, seed, runs, log)
+        records += [_finish(graph, dataset, mode, name, seed, run, settings, sample_s, provenance, judged)
+                    for name, run in runs.items()]
     return records
 
 
@@ -309,11 +315,34 @@ def _setup(run: _Run, graph: TrainingGraph, mode: str, settings: SageSettings, s
     run.setup_s = time.perf_counter() - started
 
 
-def _train(graph: TrainingGraph, mode: str, settings: SageSettings, seed: int, runs: dict, log) -> float:
-    """Interleaved training of every available run; returns the seconds spent sampling batches."""
+@dataclass
+class _Judged:
+    """The sentinel's verdict on every epoch round of one seed (``flags[epoch]``) and its account."""
+
+    sentinel: object
+    flags: list
+
+    def kept(self, epoch_s: list, warmup: int) -> tuple[list, dict]:
+        """The timed epochs (after ``warmup``) the statistics use, and the ``interference`` account."""
+        timed, flags = epoch_s[warmup:], self.flags[warmup:len(epoch_s)]
+        clean = [t for t, flagged in zip(timed, flags) if not flagged]
+        flagged = len(timed) - len(clean)
+        flagged_kept = len(clean) < max(1, math.ceil(len(timed) / 2))
+        bound = math.ceil(self.sentinel.policy.max_repeat_fraction * len(timed))
+        report = self.sentinel.report(rounds=len(timed), kept=len(timed) if flagged_kept else len(clean),
+                                      flagged=flagged, repeated=0, contaminated=flagged > bound,
+                                      flagged_kept=flagged_kept)
+        return (timed if flagged_kept else clean), report
+
+
+def _train(graph: TrainingGraph, mode: str, settings: SageSettings, seed: int, runs: dict, log) -> tuple:
+    """Interleaved training of every available run, each epoch round judged by the sentinel; returns
+    the seconds spent sampling batches and the verdicts (:class:`_Judged`)."""
     import torch  # noqa: PLC0415 - after the thread settings
 
     from ..nn import NeighborSampler  # noqa: PLC0415 - after the thread settings
+    from ..timing import DEFAULT  # noqa: PLC0415
+    from ..timing.interference import Sentinel  # noqa: PLC0415
 
     state = _state(graph, settings, seed)
     labels = torch.from_numpy(graph.labels.astype(np.int64))
@@ -334,6 +363,8 @@ def _train(graph: TrainingGraph, mode: str, settings: SageSettings, seed: int, r
             except Exception as error:  # one contender failing does not stop the others
                 run.status, run.reason = "failed", f"setup: {type(error).__name__}: {error}"
     active = [name for name, run in runs.items() if run.status == "ok"]
+    judged = _Judged(Sentinel(DEFAULT), [])
+    judged.sentinel.start()
     for epoch in range(settings.epochs):
         shift = epoch % max(1, len(active))
         for name in active[shift:] + active[:shift]:
@@ -351,6 +382,7 @@ def _train(graph: TrainingGraph, mode: str, settings: SageSettings, seed: int, r
                 continue
             run.epoch_s.append(time.perf_counter() - started)
             run.kernel_compile_s += _kernel_seconds() - kernels_before
+        judged.flags.append(judged.sentinel.judge(1).flagged)  # the round: this epoch of every contender
         if epoch == 0 or epoch == settings.epochs - 1:
             log(f"  seed {seed} epoch {epoch}: " + ", ".join(
                 f"{name} {runs[name].epoch_s[-1] * 1e3:.0f} ms" for name in active if runs[name].epoch_s
@@ -359,7 +391,10 @@ def _train(graph: TrainingGraph, mode: str, settings: SageSettings, seed: int, r
         if run.status == "ok":
             run.accuracy = _accuracy(run, graph, labels)
             run.epoch_split = _profiled_epoch(run, mode, seed, settings, train, train_labels, labels, log)
-    return sample_s
+    if any(judged.flags[settings.warmup:]):
+        log(f"  seed {seed}: {sum(judged.flags[settings.warmup:])} of {settings.epochs - settings.warmup} timed "
+            "epochs flagged by the interference sentinel (left out)")
+    return sample_s, judged
 
 
 def _epoch(run: _Run, mode: str, epoch: int, train, train_labels, labels) -> None:
@@ -407,11 +442,11 @@ def _accuracy(run: _Run, graph: TrainingGraph, labels) -> dict:
             for split, nodes in (("val", graph.val), ("test", graph.test))}
 
 
-def _finish(graph, dataset, mode, name, seed, run: _Run, settings, sample_s, provenance) -> dict:
+def _finish(graph, dataset, mode, name, seed, run: _Run, settings, sample_s, provenance, judged: _Judged) -> dict:
     if run.status != "ok":
         return _record(dataset, mode, name, seed, graph, settings, status=run.status, reason=run.reason,
                        provenance=provenance)
-    timed = run.epoch_s[settings.warmup:]
+    timed, interference = judged.kept(run.epoch_s, settings.warmup)
     median = float(np.median(timed))
     accuracy = run.accuracy if graph.labelled else {"val": None, "test": None}
     return _record(dataset, mode, name, seed, graph, settings, status="ok", provenance=provenance,
@@ -419,7 +454,8 @@ def _finish(graph, dataset, mode, name, seed, run: _Run, settings, sample_s, pro
                    first_epoch_s=run.epoch_s[0], compile_s=max(0.0, run.epoch_s[0] - median),
                    kernel_compile_s=run.kernel_compile_s if isinstance(run.contender, SparsetirSage) else None,
                    setup_s=run.setup_s, sample_s=sample_s, test_acc=accuracy["test"], val_acc=accuracy["val"],
-                   batches=len(run.batches[0]) if run.batches else None, epoch_split=run.epoch_split)
+                   batches=len(run.batches[0]) if run.batches else None, epoch_split=run.epoch_split,
+                   kept_s=timed, interference=interference)
 
 
 def _record(dataset, mode, contender, seed, graph, settings, *, status, reason=None, provenance=None, **fields) -> dict:
@@ -429,13 +465,16 @@ def _record(dataset, mode, contender, seed, graph, settings, *, status, reason=N
     from .records import make_record  # noqa: PLC0415 - with the rest of the harness
 
     extra = {"loadavg": list(os.getloadavg()), "threads_torch": _torch_threads()}
-    timed = fields.get("epoch_s", [None])[settings.warmup:] if fields.get("epoch_s") else None
+    kept, interference = fields.pop("kept_s", None), fields.pop("interference", None)
+    if kept is None and fields.get("epoch_s"):
+        kept = fields["epoch_s"][settings.warmup:]
     stats = None
     if status == "ok":
-        samples = [float(t) for t in timed]
+        samples = [float(t) for t in kept]
         stats = {"median": float(np.median(samples)), "p20": float(np.percentile(samples, 20)),
                  "p80": float(np.percentile(samples, 80)), "mean": float(np.mean(samples)),
-                 "min": float(np.min(samples)), "n": len(samples), "samples": samples}
+                 "min": float(np.min(samples)), "n": len(samples), "samples": samples,
+                 **({"interference": interference} if interference is not None else {})}
     record = make_record(
         experiment="sage", op="sage", device="cpu", dataset=dataset, feat=settings.hidden, contender=contender,
         status=status, reason=reason, stats=stats, variant=mode,

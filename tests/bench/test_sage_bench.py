@@ -42,3 +42,29 @@ def test_mini_batches_a_time_only_graph_and_an_unavailable_one():
     missing = run_sage("no-such-graph", "full", SETTINGS, baselines=["dgl"], log=lambda line: None)
     assert [r["status"] for r in missing] == ["unavailable", "unavailable"]
     assert "no-such-graph" in missing[0]["reason"]
+
+
+def test_a_flagged_epoch_is_left_out_of_every_contenders_statistics(monkeypatch):
+    from sparsetir.timing import interference
+
+    judge = interference.Sentinel.judge
+    calls = []
+
+    def flag_the_third_round(self, rounds):  # the sentinel's verdict: epoch 2 flagged, the others clean
+        verdict = judge(self, rounds)  # probes and traces as ever (whatever this machine is doing now)
+        calls.append(rounds)
+        return interference.Verdict(len(calls) == 3, (), 0.0, 0.0, verdict.probe)
+
+    monkeypatch.setattr(interference.Sentinel, "judge", flag_the_third_round)
+    settings = SageSettings(hidden=8, layers=2, dropout=0.0, epochs=6, warmup=1, fanouts=(5, 5))
+    records = run_sage("rmat:8:4", "full", settings, contenders={"sparsetir": {}}, baselines=["pyg-csr"],
+                       log=lambda line: None)
+    ok = [r for r in records if r["status"] == "ok"]
+    assert len(ok) == 2 and calls == [1] * 6  # one judgement per epoch round of both contenders
+    for record in ok:
+        account = record["stats"]["interference"]
+        assert account["judged"] and account["rounds"] == 5 and account["flagged"] == 1 and account["kept"] == 4
+        assert not account["contaminated"] and not account["flagged_kept"] and len(account["trace"]["t"]) == 6
+        kept = [t for i, t in enumerate(record["epoch_s"]) if i >= 1 and i != 2]
+        assert record["stats"]["samples"] == kept and record["stats"]["n"] == 4
+    assert ok[0]["stats"]["interference"] == ok[1]["stats"]["interference"]  # one account for the case
