@@ -89,6 +89,10 @@ def kernel_argument(array, *, output: bool = False):
     """``(argument, staging)``: what to pass to the kernel, and for an output that had to be
     copied, the copy to write back into ``array`` after the call (else None)."""
     if is_torch(array):
+        if not array.numel():  # torch calls an empty tensor contiguous whatever its strides (from_numpy: 0)
+            import torch  # noqa: PLC0415 - only for torch arrays
+
+            return torch.empty(array.shape, dtype=array.dtype, device=array.device), None  # nothing to copy back
         if array.is_contiguous() and array.data_ptr() % ALIGNMENT == 0:
             return array, None
         copy = aligned_copy(array)
