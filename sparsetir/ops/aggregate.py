@@ -99,66 +99,52 @@ def spread_function(feat: int, dtype: str = "float32", idtype: str = "int32") ->
     return SparseFunction("aggregate_spread", [spread], params=[X, C, G, D])
 
 
-def row_scaled_function(feat: int, dtype: str = "float32", idtype: str = "int32") -> SparseFunction:
+def row_scaled_function(feat: int, dtype: str = "float32", idtype: str = "int32", masked: bool = False
+                        ) -> SparseFunction:
     """``C[i, k] = S[i] * sum_j B[j, k]`` over A's entries: a mean (``S = 1 / degree``) with no value
-    array, the row scale applied in the reduction."""
+    array, the row scale applied in the reduction. ``masked``: ``B[j, k] * M[j, k]`` instead, ``M`` a
+    dropout's keep mask of B (uint8, one per entry), read as B's rows are gathered (``rows_masked``)."""
     axes = csr_operand_axes(feat, idtype)
     B = SparseBuffer("B", (axes.dense_cols, axes.features), dtype)
+    M = SparseBuffer("M", (axes.dense_cols, axes.features), MASK_DTYPE) if masked else None
     S = SparseBuffer("S", (axes.rows,), dtype)
     C = SparseBuffer("C", (axes.rows, axes.features), dtype)
+    name = "aggregate_rows_masked" if masked else "aggregate_rows"
 
-    @sparse_iteration([axes.rows, axes.cols, axes.features], "SRS", name="aggregate_rows")
+    @sparse_iteration([axes.rows, axes.cols, axes.features], "SRS", name=name)
     def rows(i, j, k):
-        C[i, k] += S[i] * B[j, k]
+        C[i, k] += S[i] * ((B[j, k] * cast(M[j, k], dtype)) if masked else B[j, k])
 
-    return SparseFunction("aggregate_rows", [rows], params=[B, S, C])
+    return SparseFunction(name, [rows], params=[B, M, S, C] if masked else [B, S, C])
 
 
-def column_scaled_function(feat: int, dtype: str = "float32", idtype: str = "int32") -> SparseFunction:
+def column_scaled_function(feat: int, dtype: str = "float32", idtype: str = "int32", masked: bool = False
+                           ) -> SparseFunction:
     """Over A^T (row ``j`` a source, its entries the targets ``i``): ``D[j, k] = sum_i S[i] * G[i, k]``,
-    the gradient of :func:`row_scaled_function` in B."""
+    the gradient of :func:`row_scaled_function` in B; ``masked``: ``M[j, k]`` times it, masked in the
+    same reduction (``columns_masked``, the gradient of the masked product)."""
     axes = csr_operand_axes(feat, idtype)
     G = SparseBuffer("G", (axes.dense_cols, axes.features), dtype)
+    M = SparseBuffer("M", (axes.rows, axes.features), MASK_DTYPE) if masked else None
     S = SparseBuffer("S", (axes.dense_cols,), dtype)
     D = SparseBuffer("D", (axes.rows, axes.features), dtype)
+    name = "aggregate_columns_masked" if masked else "aggregate_columns"
 
-    @sparse_iteration([axes.rows, axes.cols, axes.features], "SRS", name="aggregate_columns")
+    @sparse_iteration([axes.rows, axes.cols, axes.features], "SRS", name=name)
     def columns(j, i, k):
-        D[j, k] += S[i] * G[i, k]
+        D[j, k] += S[i] * ((G[i, k] * cast(M[j, k], dtype)) if masked else G[i, k])
 
-    return SparseFunction("aggregate_columns", [columns], params=[G, S, D])
+    return SparseFunction(name, [columns], params=[G, M, S, D] if masked else [G, S, D])
 
 
 def masked_row_scaled_function(feat: int, dtype: str = "float32", idtype: str = "int32") -> SparseFunction:
-    """``C[i, k] = S[i] * sum_j B[j, k] * M[j, k]`` over A's entries: :func:`row_scaled_function` of
-    ``B`` under a dropout's keep mask ``M`` (uint8, one per entry of B), read as B's rows are gathered."""
-    axes = csr_operand_axes(feat, idtype)
-    B = SparseBuffer("B", (axes.dense_cols, axes.features), dtype)
-    M = SparseBuffer("M", (axes.dense_cols, axes.features), MASK_DTYPE)
-    S = SparseBuffer("S", (axes.rows,), dtype)
-    C = SparseBuffer("C", (axes.rows, axes.features), dtype)
-
-    @sparse_iteration([axes.rows, axes.cols, axes.features], "SRS", name="aggregate_rows_masked")
-    def rows(i, j, k):
-        C[i, k] += S[i] * (B[j, k] * cast(M[j, k], dtype))
-
-    return SparseFunction("aggregate_rows_masked", [rows], params=[B, M, S, C])
+    """:func:`row_scaled_function` under a dropout's keep mask ``M`` of B (``rows_masked``)."""
+    return row_scaled_function(feat, dtype, idtype, masked=True)
 
 
 def masked_column_scaled_function(feat: int, dtype: str = "float32", idtype: str = "int32") -> SparseFunction:
-    """Over A^T (row ``j`` a source): ``D[j, k] = M[j, k] * sum_i S[i] * G[i, k]``, the gradient of
-    :func:`masked_row_scaled_function` in B, masked in the same reduction."""
-    axes = csr_operand_axes(feat, idtype)
-    G = SparseBuffer("G", (axes.dense_cols, axes.features), dtype)
-    M = SparseBuffer("M", (axes.rows, axes.features), MASK_DTYPE)
-    S = SparseBuffer("S", (axes.dense_cols,), dtype)
-    D = SparseBuffer("D", (axes.rows, axes.features), dtype)
-
-    @sparse_iteration([axes.rows, axes.cols, axes.features], "SRS", name="aggregate_columns_masked")
-    def columns(j, i, k):
-        D[j, k] += S[i] * (G[i, k] * cast(M[j, k], dtype))
-
-    return SparseFunction("aggregate_columns_masked", [columns], params=[G, M, S, D])
+    """:func:`column_scaled_function` masked by ``M`` in the same reduction (``columns_masked``)."""
+    return column_scaled_function(feat, dtype, idtype, masked=True)
 
 
 def aggregation_kernel(stage: str, reducer: str, matrix, feat: int, dtype: str, target: dict) -> Kernel:

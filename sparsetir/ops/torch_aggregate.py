@@ -194,22 +194,26 @@ def _scaled_backward(ctx, grad):
 _spmm_row_scaled.register_autograd(_scaled_backward, setup_context=_scaled_setup)
 
 
+def _masked_product(stage: str, indptr: Tensor, indices: Tensor, B: Tensor, keep: Tensor, scale: Tensor,
+                    num_cols: int) -> Tensor:
+    """``stage`` (``rows_masked`` or ``columns_masked``) on the structure, B, the bool ``keep`` as uint8, ``scale``."""
+    record = torch_ops._structure(indptr, indices, num_cols)
+    kernel = _kernel(record, stage, "", int(B.shape[1]), B.dtype, B.device)
+    return kernel(B.detach().contiguous(), keep.contiguous().view(torch.uint8), scale.detach().contiguous())
+
+
 def masked_row_scaled(indptr: Tensor, indices: Tensor, B: Tensor, keep: Tensor, scale: Tensor, num_cols: int) -> Tensor:
     """``scale[i] * sum_j (B * keep)[j]`` over row i's entries, the bool ``keep`` (B's shape) read in the
     reduction: a dropout of B with no dropped copy of it (``scale`` carries the ``1 / (1 - p)``). No
     autograd; the caller has checked the operands (``ops.aggregate_transform``)."""
-    record = torch_ops._structure(indptr, indices, num_cols)
-    kernel = _kernel(record, "rows_masked", "", int(B.shape[1]), B.dtype, B.device)
-    return kernel(B.detach().contiguous(), keep.contiguous().view(torch.uint8), scale.detach().contiguous())
+    return _masked_product("rows_masked", indptr, indices, B, keep, scale, num_cols)
 
 
 def masked_column_scaled(indptr: Tensor, indices: Tensor, G: Tensor, keep: Tensor, scale: Tensor,
                          num_cols: int) -> Tensor:
     """``keep * (A^T diag(scale) G)`` (``num_cols`` rows), the mask applied in the reduction over A^T: the
     gradient of :func:`masked_row_scaled` in B. No autograd; the caller has checked the operands."""
-    record = torch_ops._structure(indptr, indices, num_cols)
-    kernel = _kernel(record, "columns_masked", "", int(G.shape[1]), G.dtype, G.device)
-    return kernel(G.detach().contiguous(), keep.contiguous().view(torch.uint8), scale.detach().contiguous())
+    return _masked_product("columns_masked", indptr, indices, G, keep, scale, num_cols)
 
 
 def spmm_row_scaled(indptr: Tensor, indices: Tensor, B: Tensor, scale: Tensor, num_cols: int) -> Tensor:
