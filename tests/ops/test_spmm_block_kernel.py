@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sparse_cases import csr_matrices
+from test_spmm_reference import CANCELLING
 
 from sparsetir.ops import compile_spmm
 from sparsetir.reference.spmm import spmm_reference
@@ -81,6 +82,7 @@ def test_float64():
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(A=csr_matrices(max_dim=20), fmt=st.sampled_from(BLOCK_FORMATS), feat=st.sampled_from([1, 3, 17]))
+@example(A=CANCELLING, fmt="bsr:4", feat=1)  # duplicates that cancel (test_spmm_reference)
 def test_awkward_matrices(A, fmt, feat):
     check(sp.csr_matrix(A, dtype=np.float32), feat, fmt)
 
