@@ -10,7 +10,7 @@ array, None for a sub-format without values), ``bind(matrix, value_buffers)`` (k
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..ir import Axis, SparseBuffer, size_var
 from ..transform.decompose import FormatRewriteRule
@@ -26,13 +26,18 @@ class SourceAxes:
     buffers: list
     row_kind: str
     col_kind: str
+    sizes: dict = field(default_factory=dict, repr=False)  # name -> its size variable, made once
 
     @property
     def idtype(self) -> str:
         return self.rows.idtype
 
     def size(self, name: str):
-        return size_var(name, self.idtype)
+        """The size variable ``name`` of this iteration space (one variable per name: an op that declares
+        a buffer over a format's size, e.g. ``nb * b`` rows, gets the one the format's rules use)."""
+        if name not in self.sizes:
+            self.sizes[name] = size_var(name, self.idtype)
+        return self.sizes[name]
 
 
 def make_rule(source: SourceAxes, suffix: str, loops, roles: str, coordinates, *, layout=None,

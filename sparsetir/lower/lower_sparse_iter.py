@@ -388,7 +388,7 @@ class _IterationLowering:
         guards = []
         if not analyzer.can_prove(index >= 0):
             guards.append(coordinate >= 0)
-        if not analyzer.can_prove(index < axis.length):
+        if not (analyzer.can_prove(index < axis.length) or _below_scaled(analyzer, index, axis.length)):
             guards.append(coordinate < axis.length)
         return guards
 
@@ -493,3 +493,12 @@ class _Access:
 def _distinct_root(axis: Axis) -> bool:
     """Distinct positions of a root axis give distinct coordinates."""
     return axis.parent is None and (axis.kind == DENSE_FIXED or axis.distinct)
+
+
+def _below_scaled(analyzer, index, length) -> bool:
+    """Whether ``0 <= index < length`` for a length ``L * c`` (``c`` a positive constant) proves as
+    ``index // c < L``: TVM's analyzer does not prove ``jo * b + ji < nb * b`` from ``jo < nb`` and
+    ``0 <= ji < b`` (a block format's columns against B's ``nb * b`` rows), but simplifies the quotient."""
+    if not (isinstance(length, tirx.Mul) and isinstance(length.b, tirx.IntImm) and length.b.value > 0):
+        return False
+    return analyzer.can_prove(index >= 0) and analyzer.can_prove(tirx.floordiv(index, length.b) < length.a)

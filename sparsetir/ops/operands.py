@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -79,13 +79,19 @@ def resolve_dtype(dtype, values_dtype, device: str) -> str:
     return dtype
 
 
-def compose_format(func, fmt, source, device: str, *, fuse=None, disjoint_outputs: bool = False):
+def compose_format(func, fmt, source, device: str, *, fuse=None, disjoint_outputs: bool = False,
+                   skip_padding: bool = True):
     """Rewrite a CSR op into ``fmt``'s sub-formats and, if asked, fuse them horizontally.
 
     ``fuse``: run the sub-formats as one loop (default: on CUDA, one launch). On the CPU that
     loop is one parallel region, refused when sub-formats write the same output rows.
+    ``skip_padding=False``: a padded format's reductions are not guarded (``ir.padding``): a padding
+    slot multiplies its dense operand as a zero (a dense block's product on tensor cores, whose
+    ``mma_sync`` takes the block as it is; ``docs/nan-semantics.md`` lists where that differs).
     """
     rules = fmt.rewrite_rules(source, device)
+    if not skip_padding:
+        rules = [replace(rule, padded=False) for rule in rules]
     if not rules:
         if fuse:
             raise ValueError(f"horizontal_fuse needs a format with several sub-formats, not {fmt!r}")

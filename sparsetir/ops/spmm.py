@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from ..formats import CSR, CSRMatrix, read_sparse_input
 from ..formats.matrix import choose_index_dtype, transpose
 from ..formats.structure import SourceAxes
-from ..ir import SparseBuffer, SparseFunction, sparse_iteration
+from ..ir import SparseBuffer, SparseFunction, cast, dense_fixed, sparse_iteration
 from ..reference.spmm import SPMM_REFERENCE
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
@@ -25,10 +25,11 @@ from .operands import check_dense_operand, compose_format, csr_operand_axes, mak
 from .prepared import PREPARED, options_key
 from .registry import OpSpec, register_op
 
-register_knob(Knob("block_kernel", ("cpu",), False, (False, True), boolean("block_kernel"),
+register_knob(Knob("block_kernel", ("cpu", "cuda"), False, (False, True), boolean("block_kernel"),
                    "spmm over a block format (bsr, dbsr, srbcrs): sum each block row into a local tile "
                    "(transform.stage_rows) that the staged schedule runs as a register-blocked micro-kernel "
-                   "(register_rows x register_vectors accumulators), then add it onto C", scope="op",
+                   "(register_rows x register_vectors accumulators; on CUDA: bsr/dbsr blocks as 16x16x16 wmma "
+                   "tiles, float16/bfloat16 operands, float32 tile), then add it onto C", scope="op",
                    requires=lambda value, fmt, device: not value or getattr(fmt, "dense_blocks", False),
                    requirement="a block format (bsr, dbsr, srbcrs)"))
 
@@ -36,7 +37,10 @@ register_knob(Knob("block_kernel", ("cpu",), False, (False, True), boolean("bloc
 def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
                   horizontal_fuse=None, accum_dtype: str | None = None, block_kernel: bool = False) -> SparseFunction:
     """The Stage I SpMM in ``fmt`` with ``feat`` columns in B (reduced in ``accum_dtype`` when given);
-    ``block_kernel``: each block row of a block format summed in a local tile (``transform.stage_rows``)."""
+    ``block_kernel``: each block row of a block format summed in a local tile (``transform.stage_rows``;
+    on CUDA the tensor-core form, :func:`tensor_core_block_function`)."""
+    if block_kernel and device == "cuda":
+        return tensor_core_block_function(fmt, feat, dtype, idtype, accum_dtype)
     axes = csr_operand_axes(feat, idtype)
     rows, cols, features = axes.rows, axes.cols, axes.features
     A = SparseBuffer("A", (rows, cols), dtype)
@@ -55,7 +59,43 @@ def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32",
     return stage_rows(func, func.iterations[-1].name)  # the format's iteration (after any fill of C)
 
 
-def _check_block_kernel(dtype: str, accum_dtype) -> None:
+def tensor_core_block_function(fmt, feat: int, dtype: str, idtype: str = "int32",
+                               accum_dtype: str | None = "float32") -> SparseFunction:
+    """SpMM over ``bsr:b``/``dbsr:b`` whose block rows run on tensor cores (``block_kernel=True`` on CUDA).
+
+    ``C[i, k] += cast(float32, A[i, j]) * cast(float32, B[j, k])`` (float16/bfloat16 operands, wmma's
+    float32 products) composed with the format without the padding guard (``skip_padding=False``:
+    ``mma_sync`` multiplies a block as it is, so a padding slot is a zero times its B row), and each
+    block row summed in a float32 tile (``stage_rows(tile_dtype="float32")``) cast once onto C. B's
+    rows are declared ``nb * b`` (the blocks' columns), so no read of B needs a bounds guard: the
+    matrix's columns must be a multiple of the block (``check_tensor_core_blocks``). The CUDA
+    schedule (``schedule/staged_cuda.py``) tensorizes the tile."""
+    from ..schedule.staged_cuda import check_tensor_core_blocks  # noqa: PLC0415 - loads the wmma intrinsics
+
+    check_tensor_core_blocks(fmt, feat, dtype, accum_dtype)
+    axes = csr_operand_axes(feat, idtype)
+    rows, cols, features = axes.rows, axes.cols, axes.features
+    A = SparseBuffer("A", (rows, cols), dtype)
+    source = SourceAxes(rows, cols, [A], "S", "R")
+    block_cols = dense_fixed("J_", source.size("nb") * fmt.block, idtype)
+    B = SparseBuffer("B", (block_cols, features), dtype)
+    C = SparseBuffer("C", (rows, features), dtype)
+
+    @sparse_iteration([rows, cols, features], "SRS", name="spmm")
+    def spmm(i, j, k):
+        C[i, k] += cast(cast(A[i, j], "float32") * cast(B[j, k], "float32"), dtype)
+
+    func = SparseFunction("spmm", [spmm], params=[A, B, C])
+    func = compose_format(func, fmt, source, "cuda", fuse=False, skip_padding=False)
+    return stage_rows(func, func.iterations[-1].name, tile_dtype="float32")
+
+
+def _check_block_kernel(dtype: str, accum_dtype, device: str = "cpu") -> None:
+    if device == "cuda":
+        from ..schedule.staged_cuda import check_tensor_core_dtype  # noqa: PLC0415 - loads the wmma intrinsics
+
+        check_tensor_core_dtype(dtype, accum_dtype, "block_kernel=True")
+        return
     if dtype not in TILE_DTYPES or accum_dtype is not None:
         accumulated = f" accumulated in {accum_dtype}" if accum_dtype else ""
         raise ValueError(f"block_kernel=True runs {' and '.join(TILE_DTYPES)} kernels, not {dtype}{accumulated}")
@@ -102,7 +142,11 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
                           knobs=knobs)
     fuse, accum, blocks = knobs.get("horizontal_fuse"), knobs.get("accum_dtype"), knobs.get("block_kernel", False)
     if blocks:
-        _check_block_kernel(p.dtype, accum)
+        _check_block_kernel(p.dtype, accum, p.device)
+        if p.device == "cuda":
+            from ..schedule.staged_cuda import check_tensor_core_blocks  # noqa: PLC0415
+
+            check_tensor_core_blocks(p.fmt, p.feat, p.dtype, accum, shape=p.matrix.shape)
     kernel = make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse, accum,
                                                        blocks), p, knobs=knobs, inputs=["B"], output="C")
     if transpose_a:
@@ -199,6 +243,7 @@ def spmm(A, B, *, format="csr", target="llvm", out=None, transpose_a: bool = Fal
 SPMM = register_op(OpSpec("spmm", function=spmm_function, compile=compile_spmm, call=spmm, reference=SPMM_REFERENCE,
                           knobs={"cpu": {"vector_width": ..., "unroll": ..., "prefetch": ..., "specialize": ...,
                                          "horizontal_fuse": ..., "block_kernel": ...},
-                                 "cuda": {"rows_per_block": ..., "lanes": ..., "specialize": ...}}))
+                                 "cuda": {"rows_per_block": ..., "lanes": ..., "specialize": ...,
+                                          "block_kernel": ...}}))
 
-__all__ = ["bind_csr_spmm", "compile_spmm", "spmm", "spmm_function"]
+__all__ = ["bind_csr_spmm", "compile_spmm", "spmm", "spmm_function", "tensor_core_block_function"]

@@ -42,15 +42,15 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir.expr import TensorLoad
 
-from ..ir import IDENTITY, SparseBuffer, SparseFunction, SparseIteration, SparseStore
-from ..ir.axis import FusedAxis
+from ..ir import IDENTITY, SparseBuffer, SparseFunction, SparseIteration, SparseStore, cast
+from ..ir.axis import FusedAxis, expr_dtype
 from .select_iteration import select_iteration
 from .stage_tile import stage_tile
 
 TILE_DTYPES = ("float32", "float64")
 
 
-def stage_rows(func: SparseFunction, iteration: str | None = None) -> SparseFunction:
+def stage_rows(func: SparseFunction, iteration: str | None = None, tile_dtype: str | None = None) -> SparseFunction:
     """A copy of ``func`` whose ``iteration`` sums each outer row into a local tile added onto the output.
 
     Parameters
@@ -59,6 +59,11 @@ def stage_rows(func: SparseFunction, iteration: str | None = None) -> SparseFunc
         Holds the iteration.
     iteration : str, optional
         Its name (default: the only iteration).
+    tile_dtype : str, optional
+        The tile's dtype (default: the output's). A wider tile under a half-precision output (float16
+        operands, float32 tile: the tensor cores' accumulators) sums the value in the tile's dtype (a
+        value ``cast(output dtype, x)`` with ``x`` in the tile's dtype sums ``x``) and casts each tile
+        element once where it is added onto the output.
 
     Returns
     -------
@@ -72,9 +77,10 @@ def stage_rows(func: SparseFunction, iteration: str | None = None) -> SparseFunc
     if store.reducer != "sum" or it.atomic or it.accum_dtype is not None:
         raise ValueError(f"stage_rows: iteration {it.name} must be a plain sum (+=), not atomic, without "
                          f"accum_dtype")
-    if store.buffer.dtype not in TILE_DTYPES:
-        raise ValueError(f"stage_rows: the output {store.buffer.name} must be one of {TILE_DTYPES}, got "
-                         f"{store.buffer.dtype}")
+    tile_dtype = store.buffer.dtype if tile_dtype is None else tile_dtype
+    if tile_dtype not in TILE_DTYPES:
+        raise ValueError(f"stage_rows: the tile of {store.buffer.name} must be one of {TILE_DTYPES}, got "
+                         f"{tile_dtype}")
     if any(isinstance(group, FusedAxis) for group in it.groups):
         raise ValueError(f"stage_rows: iteration {it.name} iterates a fused group; stage it before sparse_fuse")
     if it.kinds[0] != "S" or "R" not in it.kinds:
@@ -84,13 +90,20 @@ def stage_rows(func: SparseFunction, iteration: str | None = None) -> SparseFunc
         raise ValueError(f"stage_rows: iteration {it.name} reads its output {store.buffer.name} in the value")
     spatial = [axis for axis, kind in zip(it.axes, it.kinds) if kind == "S"]
     variables = tuple(it.var_of(axis) for axis in spatial)
-    tile = SparseBuffer(f"{store.buffer.name}_tile", spatial, store.buffer.dtype)
+    tile = SparseBuffer(f"{store.buffer.name}_tile", spatial, tile_dtype)
+    value = store.value
+    if isinstance(value, tirx.Cast) and expr_dtype(value.value) == tile_dtype:
+        value = value.value  # cast(output dtype, x): the tile sums x
+    elif expr_dtype(value) != tile_dtype:
+        value = cast(value, tile_dtype)
+    added = tirx.BufferLoad(tile.coordinate_view, list(variables))
+    if tile_dtype != store.buffer.dtype:
+        added = cast(added, store.buffer.dtype)
     product = SparseIteration(it.name, it.groups, it.kinds, it.iter_vars,
-                              [SparseStore(tile, variables, store.value, "sum")], IDENTITY,
+                              [SparseStore(tile, variables, value, "sum")], IDENTITY,
                               [tile if buffer is store.buffer else buffer for buffer in it.buffers])
     rows = SparseIteration(f"{it.name}_rows", spatial, "S" * len(spatial), variables,
-                           [SparseStore(store.buffer, store.indices, tirx.BufferLoad(tile.coordinate_view,
-                                                                                     list(variables)), "sum")],
+                           [SparseStore(store.buffer, store.indices, added, "sum")],
                            it.init, [tile, store.buffer], init_scope=it.init_scope)
     iterations = list(func.iterations[:index]) + [product, rows] + list(func.iterations[index + 1:])
     staged = SparseFunction(func.name, iterations, func.buffers, func.fused_groups, func.tiles)

@@ -88,3 +88,39 @@ def test_a_half_rgcn_candidate_passes_the_check_the_runner_gives_it(tmp_path):
     row = prepare(Row("sparsetir[rtile edge float16]", "compile"),
                   candidate_factory(libraries, inputs, "cpu", "float16"), check)
     assert row.error is None and row.run is not None
+
+
+def test_cuda_prunedbert_bundles_add_tensor_core_block_rows_where_the_weight_allows():
+    from sparsetir.bench.bundle.attention import (
+        DEFAULT_PRUNEDBERT_FORMATS,
+        TENSOR_CORE_PRUNEDBERT_CONFIGS,
+        prunedbert_configs,
+    )
+
+    plain = {contender: {"format": fmt} for contender, fmt in DEFAULT_PRUNEDBERT_FORMATS.items()}
+    assert prunedbert_configs("cuda", None, (2048, 512), 256) == {**plain, **TENSOR_CORE_PRUNEDBERT_CONFIGS}
+    assert prunedbert_configs("cuda", None, (2048, 520), 256) == plain  # columns: no multiple of 16 or 32
+    assert prunedbert_configs("cuda", None, (2048, 512), 24) == plain  # tokens: no multiple of 16
+    assert prunedbert_configs("cpu", None, (2048, 512), 256) == plain
+    assert list(prunedbert_configs("cuda", None, (64, 48), 32)) == [*plain, "sparsetir-bsr-16-wmma-bfloat16"]
+
+
+def test_a_half_prunedbert_candidate_passes_the_check_the_runner_gives_it(tmp_path):
+    from sparsetir.bench.bundle.candidates import candidate_factory
+    from sparsetir.data.masks import block_pruned
+    from sparsetir.ops import compile_spmm
+    from sparsetir.reference.spmm import spmm_reference
+
+    rng = np.random.default_rng(0)
+    A = sp.csr_matrix(block_pruned(64, 64, 16, 0.5, seed=0), dtype=np.float32)
+    A.data = rng.standard_normal(A.nnz).astype(np.float32)
+    B = rng.standard_normal((64, 32)).astype(np.float32)
+    library = compile_spmm(A, 32, format="bsr:16", dtype="float16").export(tmp_path / "prunedbert.so")
+    rounded = A.copy()
+    rounded.data = rounded_to(A.data, "float16")
+    B16 = rounded_to(B, "float16")
+    row = prepare(Row("sparsetir-bsr-16-float16", "compile"), candidate_factory(library, B16, "cpu", "float16"),
+                  half_precision_case(spmm_reference(rounded, B16), "float16"))
+    assert row.error is None and row.run is not None
+    exact = prepare(Row("exact", "compile"), candidate_factory(library, B16, "cpu", "float16"), spmm_reference(A, B))
+    assert exact.error is not None  # the float32 tolerance refuses it: the widened check is what lets it pass

@@ -72,3 +72,15 @@ def test_refuses_what_it_cannot_stage():
         stage_rows(SparseFunction("f", [outer_reduction]))
     with pytest.raises(TypeError, match="SparseFunction"):
         stage_rows("spmm")
+
+
+def test_a_float32_tile_under_a_half_output_and_no_guard_on_its_block_rows():
+    """The tensor-core form (ops.spmm.tensor_core_block_function): the tile sums float32 products and is cast once
+    onto C; no padding guard, and B's nb * b rows need no bounds guard (the lowering proves it by the quotient)."""
+    from sparsetir.ops.spmm import tensor_core_block_function
+
+    text = str(lower_sparse_iter(tensor_core_block_function(parse_format("bsr:16"), 32, "float16")))
+    assert ('C_tile[ii_bsr, k] += T.Cast("float32", A_bsr[i_bsr, j_bsr, ii_bsr, ji_bsr]) * T.Cast("float32", '
+            "B[J_bsr_indices[J_bsr_indptr[i_bsr] + j_bsr] * 16 + ji_bsr, k])") in text
+    assert 'if i_bsr * 16 + ii_bsr < m: C[i_bsr * 16 + ii_bsr, k] += T.Cast("float16", C_tile[ii_bsr, k])' in text
+    assert "if_then_else" not in text and "reinterpret" not in text

@@ -15,11 +15,15 @@ value in float32, 1e-2 in half precision), then timed with the one timer (CUDA e
 Records go to ``<out>/records/attention/seq<N>.json`` in the CPU records' form (``case``,
 ``setting``, ``kind``), so the family's tables (``bench.report.families``) read them as they are.
 
-PrunedBERT (``prunedbert`` in the section, :func:`build_prunedbert_section`): each DLMC weight,
-its values seeded as the CPU benchmark seeds them, goes to ``inputs/prunedbert-<name>.npz`` with
-one ``compile_spmm`` kernel per format (csr, bsr:32, dbsr:32, srbcrs:8:32 by default); the runner
-checks and times them against cuBLAS dense (``torch-dense``) and cuSPARSE (``torch-csr-i32``),
-writing ``<out>/records/attention/prunedbert.json``.
+PrunedBERT (``prunedbert`` in the section, :func:`build_prunedbert_section`): each weight (a DLMC
+name or ``block-pruned/<rows>x<cols>/<block>/<sparsity>``: ``data.masks.pruned_weight``), its values
+seeded as the CPU benchmark seeds them, goes to ``inputs/prunedbert-<name>.npz`` with one
+``compile_spmm`` kernel per format (csr, bsr:32, dbsr:32, srbcrs:8:32 by default) and, in a CUDA
+bundle, the block rows on tensor cores (``TENSOR_CORE_PRUNEDBERT_CONFIGS``: ``block_kernel=True``,
+float16/bfloat16 operands, float32 accumulators) where the weight's columns and the tokens allow
+them; the runner checks and times them against cuBLAS dense (``torch-dense``) and cuSPARSE
+(``torch-csr-i32``), a half-precision candidate on its rounded inputs with the half-precision
+tolerance, writing ``<out>/records/attention/prunedbert.json``.
 """
 
 from __future__ import annotations
@@ -35,18 +39,26 @@ import baselines as declared
 from ...data import dataset_slug
 from ...reference import Case, get_reference
 from ...reference.sparse_attention import attention_reference, dense_mask
+from ...reference.spmm import spmm_reference
 from ...runtime import load
 from ..case_runner import status_of
 from ..engine import Row, baseline_row, prepare, time_rows
 from ..families.attention import attention_operands
 from ..records import ALL_CONTENDERS, make_record
-from .candidates import candidate_factory, note_candidate
+from .candidates import (
+    candidate_dtype,
+    candidate_factory,
+    half_precision_case,
+    note_candidate,
+    rounded_to,
+)
 from .in_turn import row_times, run_cases_in_turn
 from .manifest import bundle_baselines
 from .parts import BundlePart
 
-__all__ = ["DEFAULT_ATTENTION_CONFIGS", "DEFAULT_ATTENTION_MASKS", "PART", "DEFAULT_PRUNEDBERT_FORMATS", "build_attention_section",
-           "build_prunedbert_section", "run_attention_cases", "run_prunedbert_cases"]
+__all__ = ["DEFAULT_ATTENTION_CONFIGS", "DEFAULT_ATTENTION_MASKS", "PART", "DEFAULT_PRUNEDBERT_FORMATS",
+           "TENSOR_CORE_PRUNEDBERT_CONFIGS", "build_attention_section", "build_prunedbert_section", "prunedbert_configs",
+           "run_attention_cases", "run_prunedbert_cases"]
 
 #: Candidate configurations, in order (tensor cores apply to float16/bfloat16 only).
 DEFAULT_ATTENTION_CONFIGS = ({"format": "bsr", "tensor_cores": True}, {"format": "dbsr", "tensor_cores": True},
@@ -57,6 +69,11 @@ _OP = "sparse_attention"
 _PRUNEDBERT = "prunedbert"  # the baselines declared for it: a pruned weight times the activations
 DEFAULT_PRUNEDBERT_FORMATS = {"sparsetir-csr": "csr", "sparsetir-bsr-32": "bsr:32", "sparsetir-dbsr-32": "dbsr:32",
                               "sparsetir-srbcrs-8-32": "srbcrs:8:32"}
+#: A CUDA bundle's PrunedBERT candidates beside them: block rows on tensor cores (``ops.spmm``'s
+#: ``block_kernel=True`` on CUDA, ``schedule/staged_cuda.schedule_block_row_cuda``), where they take the weight
+TENSOR_CORE_PRUNEDBERT_CONFIGS = {
+    "sparsetir-bsr-32-wmma-float16": {"format": "bsr:32", "block_kernel": True, "dtype": "float16"},
+    "sparsetir-bsr-16-wmma-bfloat16": {"format": "bsr:16", "block_kernel": True, "dtype": "bfloat16"}}
 
 
 # ---------------------------------------------------------------- build (compile host)
@@ -210,28 +227,51 @@ def build_prunedbert_section(staging: Path, matrices: Sequence[str], *, tokens: 
     from ...data import masks as generators  # noqa: PLC0415 - compile host only (the mirror is here)
     from ...ops import compile_spmm  # noqa: PLC0415 - compile host only: the runner never imports this
 
-    baselines = bundle_baselines(_PRUNEDBERT, baselines, device_of(normalize_target(target)))
+    device = device_of(normalize_target(target))
+    baselines = bundle_baselines(_PRUNEDBERT, baselines, device)
     cases = []
     for name in dict.fromkeys(matrices):
         started = time.perf_counter()
-        W = generators.dlmc(name).astype(np.float32).tocsr()
+        W = generators.pruned_weight(name).astype(np.float32).tocsr()
         W.data = np.random.default_rng(seed).standard_normal(W.nnz).astype(np.float32)  # as the CPU benchmark
         relpath = f"inputs/prunedbert-{dataset_slug(name)}.npz"
         np.savez_compressed(staging / relpath, indptr=W.indptr, indices=W.indices, data=W.data,
                             shape=np.asarray(W.shape, dtype=np.int64))
         candidates = []
-        for index, (contender, fmt) in enumerate((formats or DEFAULT_PRUNEDBERT_FORMATS).items()):
-            kernel = compile_spmm(W, tokens, format=fmt, target=target)
+        for index, (contender, config) in enumerate(prunedbert_configs(device, formats, W.shape, tokens).items()):
+            options = {key: value for key, value in config.items() if key not in ("format", "dtype")}
+            kernel = compile_spmm(W, tokens, format=config["format"], target=target, dtype=candidate_dtype(config),
+                                  **options)
             library, _ = store_library(staging, Path(kernel.function.library))
             manifest_rel, structure_rel = store_candidate_files(staging, kernel, scratch)
             candidates.append({"id": f"prunedbert-{dataset_slug(name)}-{index:02d}", "contender": contender,
-                               "format": fmt, "library": library, "manifest": manifest_rel,
+                               "format": config["format"], "config": dict(config), "library": library,
+                               "manifest": manifest_rel,
                                "structure": structure_rel, "compile_s": kernel.timings.get("compile_s"),
                                "convert_s": kernel.timings.get("convert_s")})
         cases.append({"case": name, "input": relpath, "shape": list(W.shape), "nnz": int(W.nnz),
                       "sparsity": 1.0 - W.nnz / (W.shape[0] * W.shape[1]), "candidates": candidates})
         say(f"prunedbert {name}: {len(candidates)} formats in {time.perf_counter() - started:.1f} s")
     return {"tokens": tokens, "seed": seed, "baselines": list(baselines), "cases": cases}
+
+
+def prunedbert_configs(device: str, formats: dict | None, shape, tokens: int) -> dict:
+    """Contender -> configuration (``format`` and options: ``block_kernel``, ``dtype``) of a weight of ``shape``:
+    ``formats`` (default ``DEFAULT_PRUNEDBERT_FORMATS``; a value a format string or a configuration) and, on
+    CUDA, the tensor-core ones that take the weight and the tokens (compile host only)."""
+    from ...formats import parse_format  # noqa: PLC0415 - compile host only
+    from ...schedule.staged_cuda import check_tensor_core_blocks  # noqa: PLC0415
+
+    configs = {contender: {"format": value} if isinstance(value, str) else dict(value)
+               for contender, value in (formats or DEFAULT_PRUNEDBERT_FORMATS).items()}
+    if device == "cuda":
+        for contender, config in TENSOR_CORE_PRUNEDBERT_CONFIGS.items():
+            try:
+                check_tensor_core_blocks(parse_format(config["format"]), tokens, config["dtype"], shape=shape)
+            except ValueError:
+                continue
+            configs.setdefault(contender, dict(config))
+    return configs
 
 
 def run_prunedbert_case(bundle: Path, section: dict, case: dict, scratch: Path, assemble: Callable, *, device: str,
@@ -247,8 +287,15 @@ def run_prunedbert_case(bundle: Path, section: dict, case: dict, scratch: Path, 
     for candidate in case["candidates"]:
         candidates[candidate["contender"]] = candidate
         library = assemble(bundle, candidate, scratch)
-        rows.append(prepare(Row(candidate["contender"], "compile"),
-                            candidate_factory(library, bench_case.inputs[0], device), bench_case))
+        dtype = candidate_dtype(candidate.get("config", {}))
+        B, check = bench_case.inputs[0], bench_case
+        if dtype != "float32":  # the kernel holds A's values in dtype: the check is on both inputs rounded
+            rounded = A.copy()
+            rounded.data = rounded_to(A.data, dtype)
+            B = rounded_to(B, dtype)
+            check = half_precision_case(spmm_reference(rounded, B), dtype)
+        rows.append(prepare(Row(candidate["contender"], "compile"), candidate_factory(library, B, device, dtype),
+                            check))
     rows += [baseline_row(entry, bench_case, device, inputs=(A, *bench_case.inputs))
              for entry in declared.variants(_PRUNEDBERT, section["baselines"]).values()]
     time_rows("spmm", rows, bench_case, bandwidth["bytes_per_s"], timing, device)
@@ -260,12 +307,20 @@ def run_prunedbert_case(bundle: Path, section: dict, case: dict, scratch: Path, 
         record = make_record(
             experiment="prunedbert", op="spmm", device=device, dataset=case["case"], feat=tokens,
             contender=row.contender, status=status, reason=reason, stats=row.stats.to_dict() if row.stats else None,
-            shape=list(A.shape), nnz=int(A.nnz), variant=candidate["format"] if candidate else row.contender,
+            shape=list(A.shape), nnz=int(A.nnz),
+            variant=_prunedbert_variant(candidate) if candidate else row.contender,
             times=row_times(row, candidate), min_bytes=bench_case.min_bytes, flops=2 * int(A.nnz) * tokens,
             copy_bytes_per_s=bandwidth["bytes_per_s"], provenance=where)
         record.update(case=case["case"], setting=dict(info), kind="sparsetir" if candidate else "baseline")
         records.append(record)
     return records
+
+
+def _prunedbert_variant(candidate: dict) -> str:
+    """``<format>[ block_kernel][ <dtype>]``: a PrunedBERT candidate's variant (a manifest without configs: the format)."""
+    config = candidate.get("config") or {"format": candidate["format"]}
+    kernel = " block_kernel" if config.get("block_kernel") else ""
+    return f"{config['format']}{kernel}" + (f" {config['dtype']}" if "dtype" in config else "")
 
 
 def run_prunedbert_cases(bundle: Path, manifest: dict, out: Path, scratch: Path, assemble: Callable, *,

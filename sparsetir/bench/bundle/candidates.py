@@ -94,15 +94,16 @@ def load_input(bundle: Path, entry: dict):
         return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(arrays["shape"]))
 
 
-def candidate_factory(library: Path, B: np.ndarray, device: str):
-    """``factory() -> run``: load the kernel, move B to the device once, run into a preallocated C."""
+def candidate_factory(library: Path, B: np.ndarray, device: str, dtype: str = "float32"):
+    """``factory() -> run``: load the kernel, move B to the device once (as a torch tensor in ``dtype`` for a
+    half-precision candidate, whose operands are float16/bfloat16), run into a preallocated C."""
     def factory():
         kernel = load(library)
-        if device == "cuda":
-            import torch  # noqa: PLC0415 - only a CUDA bundle needs torch (for device tensors)
+        if device == "cuda" or dtype != "float32":
+            import torch  # noqa: PLC0415 - only a CUDA bundle or a half candidate needs torch (numpy has no bfloat16)
 
-            B_device = torch.from_numpy(B).cuda()
-            out = torch.empty((kernel.output_shape()), dtype=B_device.dtype, device="cuda")
+            B_device = torch.from_numpy(np.ascontiguousarray(B)).to(device=device, dtype=getattr(torch, dtype))
+            out = torch.empty((kernel.output_shape()), dtype=B_device.dtype, device=device)
         else:
             B_device, out = B, np.empty(kernel.output_shape(), dtype=B.dtype)
 
