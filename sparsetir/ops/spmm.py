@@ -29,7 +29,8 @@ register_knob(Knob("block_kernel", ("cpu", "cuda"), False, (False, True), boolea
                    "spmm over a block format (bsr, dbsr, srbcrs): sum each block row into a local tile "
                    "(transform.stage_rows) that the staged schedule runs as a register-blocked micro-kernel "
                    "(register_rows x register_vectors accumulators; on CUDA: bsr/dbsr blocks as 16x16x16 wmma "
-                   "tiles, float16/bfloat16 operands, float32 tile), then add it onto C", scope="op",
+                   "tiles, float16/bfloat16 operands, float32 tile; given explicitly there, not searched), then add it onto C",
+                   scope="op",
                    requires=lambda value, fmt, device: not value or getattr(fmt, "dense_blocks", False),
                    requirement="a block format (bsr, dbsr, srbcrs)"))
 
@@ -243,7 +244,6 @@ def spmm(A, B, *, format="csr", target="llvm", out=None, transpose_a: bool = Fal
 SPMM = register_op(OpSpec("spmm", function=spmm_function, compile=compile_spmm, call=spmm, reference=SPMM_REFERENCE,
                           knobs={"cpu": {"vector_width": ..., "unroll": ..., "prefetch": ..., "specialize": ...,
                                          "horizontal_fuse": ..., "block_kernel": ...},
-                                 "cuda": {"rows_per_block": ..., "lanes": ..., "specialize": ...,
-                                          "block_kernel": ...}}))
+                                 "cuda": {"rows_per_block": ..., "lanes": ..., "specialize": ...}}))
 
 __all__ = ["bind_csr_spmm", "compile_spmm", "spmm", "spmm_function", "tensor_core_block_function"]
