@@ -27,11 +27,18 @@ form chains the layers with a ReLU between them. A layer is read through its int
 (outputs in the kernel map's row order), ``run.map_s = None`` and ``run.build_map = None``
 (it uses the benchmark's map, built by sparsetir).
 
-Every factory takes ``(inputs, device="cpu")``, converts once and returns ``run()`` giving a torch
+Max/min aggregation (``aggregate-max`` / ``aggregate-min``: ``sparsetir.reference.aggregate``'s reduce
+stage, 0 on an empty row): ``torch-scatter-amax`` / ``torch-scatter-amin``, PyG's ``scatter(reduce="max")``
+in plain torch: gather ``B[source]`` per entry, ``scatter_reduce_(reduce="amax", include_self=False)``
+into zeros; its factory takes ``(A, B, device="cpu")``.
+
+Every other factory takes ``(inputs, device="cpu")``, converts once and returns ``run()`` giving a torch
 tensor computed under ``torch.no_grad()``.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import torch
@@ -169,10 +176,34 @@ def gather_mm_network(network, device: str = "cpu", threads: int | None = None):
     return run
 
 
+def scatter_extreme(A, B: np.ndarray, *, reduce: str, device: str = "cpu"):
+    """Each row of ``A`` (scipy CSR: row = target, column = source) the ``reduce`` (``"amax"``/``"amin"``) of
+    ``B``'s rows at its entries, 0 where it has none."""
+    indptr, indices = np.asarray(A.indptr), np.asarray(A.indices)
+    B = np.ascontiguousarray(B, dtype=np.float32)
+    if B.ndim != 2 or B.shape[0] != A.shape[1]:
+        raise ValueError(f"B must have shape ({A.shape[1]}, feat), got {B.shape}")
+    rows = torch.from_numpy(np.repeat(np.arange(A.shape[0], dtype=np.int64), np.diff(indptr))).to(device)
+    sources = torch.from_numpy(indices.astype(np.int64)).to(device)
+    B_t = torch.from_numpy(B).to(device)
+    index = rows[:, None].expand(-1, B.shape[1])
+    shape = (A.shape[0], B.shape[1])
+
+    def run():
+        with torch.no_grad():
+            return B_t.new_zeros(shape).scatter_reduce_(0, index, B_t[sources], reduce=reduce, include_self=False)
+
+    return run
+
+
 # every variant runs on the CPU and on a GPU
 VARIANTS = {
     "rgcn": {"torch-relation-loop": Variant(relation_loop, library_reference=True),
              "torch-gather-bmm-scatter": Variant(gather_bmm_scatter, library_reference=True)},
     "conv": {"torch-gather-mm": Variant(gather_mm, library_reference=True)},
     "conv-network": {"torch-gather-mm": Variant(gather_mm_network)},
+    "aggregate-max": {"torch-scatter-amax": Variant(functools.partial(scatter_extreme, reduce="amax"),
+                                                    library_reference=True)},
+    "aggregate-min": {"torch-scatter-amin": Variant(functools.partial(scatter_extreme, reduce="amin"),
+                                                    library_reference=True)},
 }

@@ -12,6 +12,14 @@ SpMM variants, all ``A @ B``:
   it has no ``out=`` form, so it allocates C on every call.
 (Dense matmul is its own baseline module, ``baselines.dense``.)
 
+Aggregation (``sparsetir.reference.aggregate``'s forward stages; A's pattern, values ignored):
+
+- ``torch-sparse-amax`` / ``torch-sparse-amin`` (``aggregate-max`` / ``aggregate-min``):
+  ``torch.sparse.mm(A_csr, B, reduce="amax")``, 0 on an empty row; torch has it on the CPU only.
+- ``torch-csr-mean`` (``aggregate-mean``): ``torch.mm(A_mean, B)`` with ``A_mean``'s values ``1 / degree``
+  (cuSPARSE on a GPU); ``torch-csr-mean-dropped`` (``aggregate-mean-masked``): the same product of
+  ``B * M`` (dropout applied first, as an unfused model does), the mask given as uint8.
+
 SDDMM variant ``torch-sampled-addmm``: ``torch.sparse.sampled_addmm(A_csr, X, Y.T, beta=0)``
 into a preallocated CSR result, then ``values *= A.data``.
 """
@@ -104,6 +112,38 @@ def spmm_reduce_sum(A, B: np.ndarray, *, device: str = "cpu"):
     return lambda: torch.sparse.mm(A_t, B_t, reduce="sum")
 
 
+def _pattern(A, mean: bool = False):
+    """A's pattern with values 1 (``mean``: ``1 / degree``, its row's number of entries)."""
+    A = canonical_csr(A, np.float32)
+    degree = np.diff(A.indptr)
+    row_values = 1.0 / np.maximum(degree, 1) if mean else np.ones(degree.shape[0])
+    return type(A)((np.repeat(row_values.astype(np.float32), degree), A.indices, A.indptr), shape=A.shape)
+
+
+def spmm_reduce_extreme(A, B: np.ndarray, *, reduce: str, device: str = "cpu"):
+    """``torch.sparse.mm(A_csr, B, reduce=reduce)`` (``"amax"``/``"amin"``; empty rows 0)."""
+    A_t = csr_tensor(_pattern(A), B.dtype, device=device)
+    B_t = dense_tensor(B, A_t.shape[1], device)
+    return lambda: torch.sparse.mm(A_t, B_t, reduce=reduce)
+
+
+def csr_mean(A, B: np.ndarray, M: np.ndarray | None = None, *, device: str = "cpu"):
+    """``A_mean @ B`` (``A_mean @ (B * M)`` with a uint8 keep mask ``M``) by ``torch.mm`` into a preallocated C."""
+    A_t = csr_tensor(_pattern(A, mean=True), B.dtype, device=device)
+    B_t = dense_tensor(B, A_t.shape[1], device)
+    out = torch.empty((A_t.shape[0], B_t.shape[1]), dtype=B_t.dtype, device=device)
+    if M is None:
+        return lambda: torch.mm(A_t, B_t, out=out)
+    mask = dense_tensor(M, A_t.shape[1], device).to(torch.bool)
+    return lambda: torch.mm(A_t, B_t * mask, out=out)
+
+
+def _reduce_on_cpu(device: str) -> tuple[bool, str]:
+    if device != "cpu":
+        return False, f"torch {torch.__version__} has torch.sparse.mm(reduce='amax') on the CPU only"
+    return _backend(device)
+
+
 def sddmm_sampled_addmm(A, X: np.ndarray, Y: np.ndarray, *, device: str = "cpu"):
     """``A.data * (X[i] . Y[j])`` via ``sampled_addmm`` into a preallocated CSR result."""
     ok, reason = _sampled_addmm_check(device)
@@ -139,5 +179,11 @@ VARIANTS = {
     },
     "sddmm": {"torch-sampled-addmm": Variant(sddmm_sampled_addmm, library_reference=True, reference_on=("cpu", "cuda"),
                                              check=_sampled_addmm_check)},
+    "aggregate-max": {"torch-sparse-amax": Variant(functools.partial(spmm_reduce_extreme, reduce="amax"),
+                                                   library_reference=True, check=_reduce_on_cpu)},
+    "aggregate-min": {"torch-sparse-amin": Variant(functools.partial(spmm_reduce_extreme, reduce="amin"),
+                                                   library_reference=True, check=_reduce_on_cpu)},
+    "aggregate-mean": {"torch-csr-mean": Variant(csr_mean, library_reference=True, check=_backend)},
+    "aggregate-mean-masked": {"torch-csr-mean-dropped": Variant(csr_mean, library_reference=True, check=_backend)},
     "prunedbert": {"torch-csr-i32": dataclasses.replace(SPMM_CSR_I32, library_reference=False, reference_on=())},
 }
