@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from .bound import BoundKernel, empty_like, read_export
+from .call_plan import CallPlan
 from .function import CompiledFunction, sidecar
 from .marshal import check_no_grad, is_torch, may_overlap
-from .output_pool import OutputPool
+from .output_pool import MIN_BYTES, OutputPool
 from .signature import Signature, evaluate
 from .slot_layout import SlotLayout
 from .validate import check_dense, check_permutation, dtype_name, numpy_dtype
@@ -39,6 +40,7 @@ class Kernel(BoundKernel):
         self.layout = layout
         self._scratch: dict | None = None  # per-slot outputs of a decomposed kernel, reused
         self._outputs = OutputPool()  # outputs of calls without out=, reused once the caller let go
+        self._plan: CallPlan | bool | None = None  # the short call path (runtime.call_plan); False: none
         params = {p["name"]: p for p in function.signature.params}
         names = [*spec["inputs"], *spec["outputs"], *spec["values"]]
         self._shape = {name: tuple(evaluate(e, self.sizes) for e in params[name]["shape"]) for name in names}
@@ -60,6 +62,10 @@ class Kernel(BoundKernel):
             raise TypeError(f"{self.spec['op']} kernel takes {len(names)} operand(s) {names}, got {len(inputs)}")
         if self.device == "cuda":
             self.function.kernel()  # a clear RuntimeError where no GPU is present
+        if values is None and self._plan is not False:
+            result = self._short_call(inputs, out)
+            if result is not None:
+                return result
         for name, array in zip(names, inputs):
             _check_array_type(array, name)
             check_dense(array, name=name, shape=self._shape[name], dtype=self._dtype[name])
@@ -95,6 +101,29 @@ class Kernel(BoundKernel):
         else:
             arrays[self.spec["outputs"][0]] = out
             self.function.invoke(arrays, self.sizes, prepared)
+        return out
+
+    def _short_call(self, inputs: tuple, out):
+        """The call through the kernel's :class:`~sparsetir.runtime.call_plan.CallPlan` where every operand
+        is already what the full path would pass unchanged; None (nothing run) where it is not."""
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = CallPlan.for_kernel(self) or False
+            if plan is False:
+                return None
+        args = plan.input_arguments(inputs)
+        if args is None:
+            return None
+        if out is None:
+            shape = self.output_shape()
+            out = self._outputs.take(shape, self.dtype, inputs[0]) if plan.out_bytes >= MIN_BYTES else None
+            if out is None:
+                out = empty_like(inputs[0], shape, self.dtype)
+        elif any(may_overlap(out, array) for array in inputs):
+            return None  # the full path says why
+        if plan.with_output(args, out) is None:
+            return None
+        self.function.kernel()(*args)
         return out
 
     def release_outputs(self) -> None:
