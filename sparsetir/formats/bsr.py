@@ -72,6 +72,15 @@ class BlockMatrix(SlotMatrix):
         cols = self.indices.astype(np.int64)[:, None, None] * b + offsets[None, None, :]
         return {"blocks": SlotArray(rows, cols, self.values, self.csr_position)}
 
+    def padding_inside_shape(self) -> bool:
+        """Whether a padding slot of a stored block lies inside the matrix's shape (an entry of a block that
+        A does not store). Block-pruned weights have none: their padding is only past a shape the block
+        does not divide, where the rows are not written and B's rows past ``n`` read as 0, so SpMM needs
+        no padding guard (``ops.spmm``'s ``padding_guard=None``)."""
+        (slots,) = self.slot_arrays().values()
+        m, n = self.shape
+        return bool(np.any((slots.csr_position == PADDING) & (slots.rows < m) & (slots.cols < n)))
+
 
 @dataclass
 class BSRMatrix(BlockMatrix):

@@ -13,13 +13,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..formats import CSR, CSRMatrix, read_sparse_input
+from ..formats.bsr import BlockFormat
 from ..formats.matrix import choose_index_dtype, transpose
 from ..formats.structure import SourceAxes
 from ..ir import SparseBuffer, SparseFunction, cast, dense_fixed, sparse_iteration
 from ..reference.spmm import SPMM_REFERENCE
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import is_torch
-from ..schedule.knobs import Knob, boolean, register_knob
+from ..schedule.knobs import Knob, boolean, optional_boolean, register_knob
 from ..transform.stage_rows import TILE_DTYPES, stage_rows
 from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_op
 from .prepared import PREPARED, options_key
@@ -35,11 +36,22 @@ register_knob(Knob("block_kernel", ("cpu", "cuda"), False, (False, True), boolea
                    requirement="a block format (bsr, dbsr, srbcrs)"))
 
 
+register_knob(Knob("padding_guard", ("cpu", "cuda"), None, (None,), optional_boolean("padding_guard"),
+                   "spmm over bsr/dbsr: guard the padding slots (ir.padding) so a NaN/Inf of B reaches only rows "
+                   "that store its column; None: where a stored block has a padding slot inside A's shape (not for "
+                   "block-pruned weights, whose blocks are full: their padding lies past the shape, never written "
+                   "or read as 0); False: a padding slot multiplies its B row as a zero", scope="op",
+                   requires=lambda value, fmt, device: value is None or isinstance(fmt, BlockFormat),
+                   requirement="a block format (bsr, dbsr)"))
+
+
 def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32", device: str = "cpu",
-                  horizontal_fuse=None, accum_dtype: str | None = None, block_kernel: bool = False) -> SparseFunction:
+                  horizontal_fuse=None, accum_dtype: str | None = None, block_kernel: bool = False,
+                  padding_guard: bool = True) -> SparseFunction:
     """The Stage I SpMM in ``fmt`` with ``feat`` columns in B (reduced in ``accum_dtype`` when given);
     ``block_kernel``: each block row of a block format summed in a local tile (``transform.stage_rows``;
-    on CUDA the tensor-core form, :func:`tensor_core_block_function`)."""
+    on CUDA the tensor-core form, :func:`tensor_core_block_function`); ``padding_guard=False``: a padded
+    format's padding slots are not guarded (``compose_format(skip_padding=False)``)."""
     if block_kernel and device == "cuda":
         return tensor_core_block_function(fmt, feat, dtype, idtype, accum_dtype)
     axes = csr_operand_axes(feat, idtype)
@@ -53,7 +65,8 @@ def spmm_function(fmt, feat: int, dtype: str = "float32", idtype: str = "int32",
         C[i, k] += A[i, j] * B[j, k]
 
     func = SparseFunction("spmm", [spmm], params=[A, B, C])
-    func = compose_format(func, fmt, SourceAxes(rows, cols, [A], "S", "R"), device, fuse=horizontal_fuse)
+    func = compose_format(func, fmt, SourceAxes(rows, cols, [A], "S", "R"), device, fuse=horizontal_fuse,
+                          skip_padding=padding_guard)
     if not block_kernel:
         return func
     _check_block_kernel(dtype, accum_dtype)
@@ -141,7 +154,10 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
         transpose_s = time.perf_counter() - started
     p, knobs = prepare_op("spmm", A, feat, format=format, target=target, dtype=dtype, index_dtype=index_dtype,
                           knobs=knobs)
+    if isinstance(p.fmt, BlockFormat) and knobs.get("padding_guard") is None:  # resolved per matrix (the key)
+        knobs = {**knobs, "padding_guard": p.converted.padding_inside_shape()}
     fuse, accum, blocks = knobs.get("horizontal_fuse"), knobs.get("accum_dtype"), knobs.get("block_kernel", False)
+    guard = knobs.get("padding_guard", True)
     if blocks:
         _check_block_kernel(p.dtype, accum, p.device)
         if p.device == "cuda":
@@ -149,7 +165,7 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
 
             check_tensor_core_blocks(p.fmt, p.feat, p.dtype, accum, shape=p.matrix.shape)
     kernel = make_kernel("spmm", lambda: spmm_function(p.fmt, p.feat, p.dtype, p.idtype, p.device, fuse, accum,
-                                                       blocks), p, knobs=knobs, inputs=["B"], output="C")
+                                                       blocks, guard), p, knobs=knobs, inputs=["B"], output="C")
     if transpose_a:
         kernel.value_order = order
         kernel.timings["convert_s"] += transpose_s

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sparse_cases import csr_matrices
 from test_spmm_reference import CANCELLING
 
+from sparsetir.formats import parse_format
 from sparsetir.ops import compile_spmm
 from sparsetir.reference.spmm import spmm_reference
 
@@ -26,10 +27,11 @@ def weights(pattern: sp.csr_matrix, seed: int = 0) -> sp.csr_matrix:
     return A
 
 
-def check(A: sp.csr_matrix, feat: int, fmt: str, dtype=np.float32, seed: int = 1, **knobs):
+def check(A: sp.csr_matrix, feat: int, fmt: str, dtype=np.float32, seed: int = 1, block_kernel: bool = True, **knobs):
     B = np.random.default_rng(seed).standard_normal((A.shape[1], feat)).astype(dtype)
     case = spmm_reference(A, B)
-    kernel = compile_spmm(A.astype(dtype), feat, format=fmt, dtype=np.dtype(dtype).name, block_kernel=True, **knobs)
+    kernel = compile_spmm(A.astype(dtype), feat, format=fmt, dtype=np.dtype(dtype).name, block_kernel=block_kernel,
+                          **knobs)
     got = np.asarray(kernel(B), dtype=np.float64)
     excess = np.abs(got - case.reference) - case.tolerance
     assert (excess <= 0).all(), f"worst excess {excess.max():.3g}"
@@ -97,3 +99,37 @@ def test_refused_before_any_kernel_runs():
         compile_spmm(A, 8, format="bsr:4", block_kernel=1)
     with pytest.raises(ValueError, match="on CUDA runs on tensor cores, which take float16 or bfloat16"):
         compile_spmm(A, 8, format="bsr:4", target="cuda", block_kernel=True)  # float32 (tests/cuda: half)
+
+
+@pytest.mark.parametrize("block_kernel", [False, True])
+def test_full_blocks_run_without_the_padding_guard_and_keep_the_nan_rule(block_kernel):
+    """padding_guard=None: a block format whose stored blocks have no padding slot inside A's shape (block-pruned
+    weights; a dense 20x18 in bsr:16, whose padding lies past the shape) drops the guard, and a NaN of B still
+    reaches exactly the rows that store its column; a block with a hole keeps the guard."""
+    from sparsetir.ops.spmm import spmm_function
+
+    full = sp.csr_matrix(np.random.default_rng(7).standard_normal((20, 18)).astype(np.float32))
+    kernel = check(full, 8, "bsr:16", block_kernel=block_kernel)
+    B = np.ones((18, 8), np.float32)
+    B[17, 3] = np.nan
+    C = kernel(B)
+    assert np.isnan(C[:, 3]).all() and np.isfinite(np.delete(C, 3, axis=1)).all()
+    holed = full.tolil()
+    holed[:16, 17] = 0  # column 17 stored only by rows 16..19 now: the block (0, 1) has padding inside the shape
+    holed = weights(holed.tocsr(), seed=3)
+    C = check(holed, 8, "bsr:16", block_kernel=block_kernel)(B)
+    assert np.isfinite(C[:16]).all() and np.isnan(C[16:, 3]).all()
+    assert "reinterpret" not in str(spmm_function(parse_format("bsr:16"), 8, block_kernel=block_kernel,
+                                                  padding_guard=False).iterations[-1].stores[0].value)
+
+
+def test_the_guard_is_resolved_per_matrix():
+    from sparsetir.data.masks import block_pruned
+
+    parse = parse_format
+    pruned = parse("bsr:16").convert(block_pruned(64, 48, 16, 0.5, seed=1))
+    assert not pruned.padding_inside_shape()
+    assert parse("bsr:16").convert(sp.random(40, 40, density=0.2, format="csr", random_state=1)).padding_inside_shape()
+    assert not parse("dbsr:8").convert(sp.csr_matrix(np.ones((12, 5), np.float32))).padding_inside_shape()
+    with pytest.raises(ValueError, match="padding_guard"):
+        compile_spmm(sp.eye(8, format="csr", dtype=np.float32), 4, format="csr", padding_guard=False)
