@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..formats.matrix import INT32_LIMIT
 from ..formats.relational import RelationalMatrix, read_relational_input
 from ..ops.torch_rgms import rgms_kernels, rgms_torch  # registers torch.ops.sparsetir.*
 
@@ -142,9 +143,12 @@ class RGCNGraph:
                 indices = np.concatenate([indices, np.arange(m, dtype=np.int64)])
                 weights = np.concatenate([weights, np.ones(m)])
                 relations = R + 1
-            indptr = np.zeros(relations * m + 1, dtype=np.int64)
+            # int32 indices where they fit (the kernels' index dtype): the stacked indptr has R*m+1 entries, often
+            # many more than the edges, and the ops keep this array as the structure (no narrowed copy of it)
+            index_dtype = np.int32 if max(relations * m + 1, indices.size, n) <= INT32_LIMIT else np.int64
+            indptr = np.zeros(relations * m + 1, dtype=index_dtype)
             np.cumsum(np.bincount(stacked, minlength=relations * m), out=indptr[1:])
-            return RelationalMatrix((m, n), relations, indptr, indices.astype(np.int64), weights.astype(np.float64))
+            return RelationalMatrix((m, n), relations, indptr, indices.astype(index_dtype), weights.astype(np.float64))
         return self._cached(("matrix", aggr, root), build)
 
     def used_rows(self, aggr: str, num_inputs: int, index: np.ndarray | None = None, device="cpu",

@@ -164,10 +164,7 @@ def _structure(indptr: Tensor, indices: Tensor, num_cols: int) -> _Structure:
         narrow = max(rows + 1, nnz, num_cols) <= INT32_LIMIT  # int32, the kernels' index dtype, where it fits
         matrix = CSRMatrix((rows, num_cols), _read_only(host_ptr, narrow), _read_only(host_idx, narrow),
                            np.ones(nnz, np.float32))
-        if indptr.device.type == "cpu" and indptr.dtype == torch.int64 and indices.dtype == torch.int64:
-            reference = (torch.from_numpy(host_ptr), torch.from_numpy(host_idx))
-        else:
-            reference = (indptr.detach().clone(), indices.detach().clone())
+        reference = (_content_copy(indptr, host_ptr, matrix.indptr), _content_copy(indices, host_idx, matrix.indices))
         record = _Structure(rows, num_cols, indptr.device, matrix, reference)
         record.remember(indptr, indices)
         _STATS.validate_s += time.perf_counter() - started
@@ -177,6 +174,16 @@ def _structure(indptr: Tensor, indices: Tensor, num_cols: int) -> _Structure:
         while len(_STRUCTURES) > CACHED_STRUCTURES:
             _STRUCTURES.popitem(last=False)
         return record
+
+
+def _content_copy(tensor: Tensor, *owned: np.ndarray) -> Tensor:
+    """A copy of ``tensor``'s content for later comparisons: on the CPU, a view of one of the validated host copies
+    ``owned`` of its dtype (no third copy of a large index array), else a clone."""
+    if tensor.device.type == "cpu":
+        for array in owned:
+            if str(array.dtype) == str(tensor.dtype).replace("torch.", ""):
+                return _read_only_tensors(array)[0]
+    return tensor.detach().clone()
 
 
 def _read_only(array: np.ndarray, narrow: bool) -> np.ndarray:

@@ -74,8 +74,7 @@ def _derived(record, relations: int) -> dict:
     matrix = record.matrix
     stacked_rows, n = matrix.shape
     m = stacked_rows // relations
-    indptr = np.asarray(matrix.indptr, dtype=np.int64)
-    indices = np.asarray(matrix.indices, dtype=np.int64)
+    indptr, indices = matrix.indptr, matrix.indices  # the record's own validated arrays (int32 where they fit)
     entry_stacked = entry_rows(indptr)
     relation_of, row_of = entry_stacked // max(m, 1), entry_stacked % max(m, 1)
     nonempty = np.flatnonzero(np.diff(indptr))  # the stacked rows with entries: (relation, row) pairs
@@ -83,12 +82,12 @@ def _derived(record, relations: int) -> dict:
     info = {
         "m": m,
         "relational": RelationalMatrix((m, n), relations, indptr, indices, np.ones(matrix.nnz, np.float32)),
-        "compact_indptr": torch.from_numpy(np.r_[indptr[nonempty], matrix.nnz]).to(device),
+        "compact_indptr": torch.from_numpy(np.r_[indptr[nonempty], matrix.nnz].astype(np.int64)).to(device),
         "pair_rows": torch.from_numpy(nonempty % max(m, 1)).to(device),
         "pair_bounds": np.searchsorted(nonempty // max(m, 1), np.arange(relations + 1)).tolist(),
         "entry_bounds": np.searchsorted(relation_of, np.arange(relations + 1)).tolist(),
         "entry_rows": torch.from_numpy(row_of).to(device),
-        "entry_cols": torch.from_numpy(indices).to(device),
+        "entry_cols": torch.from_numpy(indices.astype(np.int64)).to(device),
         "transposed": None,
     }
     cache[relations] = info

@@ -100,3 +100,29 @@ def test_bad_input_is_refused(change, error, message):
         indices[0] = 5
     with pytest.raises(error, match=message):
         torch.ops.sparsetir.rgms(indptr, indices, values, X, W, 5)
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_the_structure_is_held_once_and_never_shares_the_users_tensors(index_dtype):
+    """The validated host copy is the only copy of a large stacked indptr: the content reference is a view of it
+    (int32 tensors: the narrowed arrays; int64: the owned int64 copy), and the relational form the gradients
+    use is the record's own arrays. None of it is the user's memory, so edits to the user's tensors are seen."""
+    from sparsetir.ops.torch_rgms import _DERIVED
+
+    indptr, indices, values = relations(R=4, m=9, n=6, nnz=40, seed=3)
+    indptr, indices = indptr.to(index_dtype), indices.to(index_dtype)
+    X, W = torch.randn(6, 3, dtype=torch.float64), torch.randn(4, 3, 2, dtype=torch.float64)
+    torch.ops.sparsetir.rgms(indptr, indices, values, X, W, 6)
+    record = torch_ops._structure(indptr, indices, 6)
+    owned = [record.matrix.indptr, record.matrix.indices]
+    for reference, user in zip(record.reference, (indptr, indices)):
+        assert any(np.shares_memory(reference.numpy(), array) for array in owned) == (index_dtype == torch.int32)
+        assert not np.shares_memory(reference.numpy(), user.numpy())
+    relational = record.extras[_DERIVED][4]["relational"]
+    assert relational.indptr is record.matrix.indptr and relational.indices is record.matrix.indices
+    before = torch.ops.sparsetir.rgms(indptr, indices, values, X, W, 6)
+    indices[0] = (indices[0] + 1) % 6  # an edit in place: a new structure, validated and used
+    after = torch.ops.sparsetir.rgms(indptr, indices, values, X, W, 6)
+    matrix = RelationalMatrix((9, 6), 4, indptr.numpy(), indices.numpy(), values.numpy())
+    np.testing.assert_allclose(after.numpy(), rgms_reference(matrix, X.numpy(), W.numpy()).reference, atol=1e-12)
+    assert not torch.equal(before, after)
