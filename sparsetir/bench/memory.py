@@ -72,8 +72,13 @@ def _trim_heap() -> None:
 
 def _warm_torch() -> None:
     """Run small torch ops on every thread once (the OpenMP pool, lazy library set-up), so that
-    the first contender op of a probe does not book the process's one-off costs to the contender."""
+    the first contender op of a probe does not book the process's one-off costs to the contender.
+
+    That includes ``torch._dynamo``: torch imports its compiler stack (about 800 modules with sympy, some
+    56 MiB) on the first call of any ``torch.library`` custom op, ``torch.compile`` or optimizer step,
+    whoever makes it; it is the same for every graph and every contender that calls such an op."""
     import torch  # noqa: PLC0415 - a memory probe has configured its threads before
+    import torch._dynamo  # noqa: F401, PLC0415 - torch's lazily imported compiler stack (above)
 
     a = torch.ones(512, 64)
     index = torch.arange(512) % 7
