@@ -19,7 +19,7 @@ from ..formats.structure import SourceAxes
 from ..ir import SparseBuffer, SparseFunction, cast, dense_fixed, sparse_iteration
 from ..reference.spmm import SPMM_REFERENCE
 from ..runtime.kernel import Kernel
-from ..runtime.marshal import is_torch
+from ..runtime.marshal import aligned_empty, is_torch
 from ..schedule.knobs import Knob, boolean, optional_boolean, register_knob
 from ..transform.stage_rows import TILE_DTYPES, stage_rows
 from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_op
@@ -186,28 +186,71 @@ def bind_csr_spmm(indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, s
     (m, n), nnz = shape, int(indices.shape[0])
     if choose_index_dtype(m + 1, n + 1, nnz, m * feat, n * feat) != "int32":
         return None
-    key = (feat, dtype, json.dumps(target, sort_keys=True) if isinstance(target, dict) else target)
-    template = _CSR_TEMPLATES.get(key)
-    if template is None:
-        empty = CSRMatrix((1, 1), np.zeros(2, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
-        template = _CSR_TEMPLATES[key] = compile_spmm(empty, feat, format="csr", target=target, dtype=dtype,
-                                                      index_dtype="int32")
+    template = _csr_template(feat, dtype, target)
     kernel = Kernel(template.function, template.spec, {"J_indptr": indptr, "J_indices": indices, "A": values},
                     {"m": m, "n": n, "nnz": nnz})
     kernel.timings = {"convert_s": 0.0, "compile_s": 0.0}
     return kernel
 
 
-def _fresh_csr_kernel(matrix, feat: int, dtype: str, target) -> Kernel | None:
-    """For a validated ``CSRMatrix``: its own int32 copies bound by :func:`bind_csr_spmm`."""
+class FreshCSR:
+    """A validated CSR structure's own read-only int32 arrays and values, for the CSR template kernel of its
+    (feat, dtype, target), bound lazily: the first call without ``out=`` of a numpy B runs the template's
+    compiled function on the arrays directly (``CompiledFunction.invoke``, which marshals each argument; B's
+    dimensions and dtype were checked by :func:`spmm`, its feature size is in the cache key), so a structure
+    that never comes back (a stream of sampled blocks) costs no Kernel, prepared arguments or call plan; any
+    other call binds them as a :class:`~sparsetir.runtime.Kernel` (:func:`bind_csr_spmm`) once and calls that."""
+
+    def __init__(self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, shape: tuple, feat: int,
+                 dtype: str, target):
+        self._bound = {"J_indptr": indptr, "J_indices": indices, "A": values}
+        self.shape, self.feat, self.dtype, self.target = shape, feat, dtype, target
+        self.function = _csr_template(feat, dtype, target).function
+        self.kernel: Kernel | None = None
+        self._called = False
+
+    @property
+    def owned_structure(self) -> tuple:
+        """indptr, indices and values: the private read-only copies it runs on (``ops.prepared`` compares
+        a structure against them)."""
+        return tuple(self._bound.values())
+
+    def __call__(self, B, out=None):
+        if self.kernel is None:
+            if out is None and not self._called and type(B) is np.ndarray:
+                self._called = True
+                (m, n), nnz = self.shape, int(self._bound["J_indices"].shape[0])
+                C = aligned_empty((m, self.feat), self.dtype)
+                self.function.invoke({**self._bound, "B": B, "C": C}, {"m": m, "n": n, "nnz": nnz})
+                return C
+            self.kernel = bind_csr_spmm(*self._bound.values(), self.shape, self.feat, dtype=self.dtype,
+                                        target=self.target)
+        return self.kernel(B, out=out)
+
+
+def _csr_template(feat: int, dtype: str, target) -> Kernel:
+    key = (feat, dtype, json.dumps(target, sort_keys=True) if isinstance(target, dict) else target)
+    template = _CSR_TEMPLATES.get(key)
+    if template is None:
+        empty = CSRMatrix((1, 1), np.zeros(2, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
+        template = _CSR_TEMPLATES[key] = compile_spmm(empty, feat, format="csr", target=target, dtype=dtype,
+                                                      index_dtype="int32")
+    return template
+
+
+def _fresh_csr_kernel(matrix, feat: int, dtype: str, target) -> FreshCSR | None:
+    """For a validated ``CSRMatrix``: its own int32 copies, for :class:`FreshCSR` (None where it does not apply)."""
     if dtype not in ("float32", "float64") or matrix.values.dtype.kind not in "fiub":
+        return None
+    (m, n), nnz = matrix.shape, int(matrix.indices.shape[0])
+    if choose_index_dtype(m + 1, n + 1, nnz, m * feat, n * feat) != "int32":
         return None
     indptr = np.array(matrix.indptr, dtype=np.int32)  # copies: the kernel owns its structure
     indices = np.array(matrix.indices, dtype=np.int32)
     values = np.array(matrix.values, dtype=dtype)
     for array in (indptr, indices, values):
         array.flags.writeable = False
-    return bind_csr_spmm(indptr, indices, values, matrix.shape, feat, dtype=dtype, target=target)
+    return FreshCSR(indptr, indices, values, matrix.shape, feat, dtype, target)
 
 
 def _build(csr, feat: int, format, target, dtype: str, transpose_a: bool, knobs: dict) -> Kernel:

@@ -109,3 +109,28 @@ def test_fresh_csr_structures_share_one_compiled_function_and_equal_scipy():
         assert not kernel._bound["J_indices"].flags.writeable
         assert not np.shares_memory(kernel._bound["J_indices"], A.indices)
     assert len(functions) == 1
+
+
+def test_a_fresh_csr_structure_runs_once_without_a_kernel_then_binds_one(monkeypatch):
+    from sparsetir.ops.spmm import FreshCSR
+
+    A = graph(6)
+    rng = np.random.default_rng(1)
+    B = rng.standard_normal((30, 8), dtype=np.float32)
+    np.testing.assert_allclose(spmm(A, B), A @ B, rtol=1e-5, atol=1e-5)
+    ((_, _, owned, fresh, _),) = PREPARED._entries.values()
+    assert isinstance(fresh, FreshCSR) and fresh.kernel is None  # the first call: no Kernel bound
+    assert all(o is b for o, b in zip(owned, fresh.owned_structure))  # compared against its own copies
+    assert not any(np.shares_memory(o, a) for o, a in zip(owned, (A.indptr, A.indices, A.data)))
+    strided = np.asfortranarray(rng.standard_normal((30, 8), dtype=np.float32))
+    np.testing.assert_allclose(spmm(A, strided), A @ strided, rtol=1e-5, atol=1e-5)
+    assert fresh.kernel is not None and PREPARED.hits == 1  # the second call binds one, and keeps it
+    out = np.full((40, 8), np.nan, np.float32)
+    assert spmm(A, B, out=out) is out
+    np.testing.assert_allclose(out, A @ B, rtol=1e-5, atol=1e-5)
+    A.data[0] += 1.0  # edited in place: not the kept structure any more
+    np.testing.assert_allclose(spmm(A, B), A @ B, rtol=1e-5, atol=1e-5)
+    assert PREPARED.misses == 2 and len(PREPARED) == 2
+    fresh = [entry[3] for entry in PREPARED._entries.values()][-1]
+    assert isinstance(fresh, FreshCSR) and fresh.kernel is None
+    np.testing.assert_allclose(spmm(A, torch.from_numpy(B)).numpy(), A @ B, rtol=1e-5, atol=1e-5)  # the torch op
