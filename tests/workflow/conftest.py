@@ -21,3 +21,12 @@ from workflow_runner import SNAKEMAKE  # noqa: E402
 
 if not SNAKEMAKE.exists():  # pragma: no cover - make test installs the bench extra
     pytest.exit(f"{SNAKEMAKE} is missing: install the bench extra (make test does)", returncode=1)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """The smoke workflow run, killed after its first finished case and resumed, once per session:
+    (workdir, the records kept from the killed run, the resumed run's log); see smoke_runner.py."""
+    from smoke_runner import run_killed_and_resumed  # noqa: PLC0415 - only the tests that run it
+
+    return run_killed_and_resumed(tmp_path_factory)

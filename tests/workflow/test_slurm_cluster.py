@@ -3,10 +3,11 @@
 The module brings up SLURM on localhost with the configuration workflows/README.md "Running on a cluster"
 gives (workflows/scripts/slurm_localhost.py: Debian's slurm-wlm 22.05 and munge, installed with apt when
 absent; the module skips, saying why, when they cannot be). It runs ``snakemake rgcn --profile
-profiles/slurm`` with only the documented overrides, and the same target locally, then checks that the
-records have the local run's shape, that every job SLURM ran got as many CPUs as it ran threads, that the
-tables, figures and summary never went to SLURM, and that the pre-flight refuses a request no node can
-run before submitting anything. Every daemon it started is stopped at the end.
+profiles/slurm`` with only the documented overrides and compares it with the session's local smoke run
+(the same config; conftest.py's ``smoke_run``): the records have the local run's shape, every job SLURM
+ran got as many CPUs as it ran threads, the tables, figures and summary never went to SLURM, and the
+pre-flight refuses a request no node can run before submitting anything. Every daemon it started is
+stopped at the end.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import slurm_localhost
 import yaml
 from workflow_runner import CONFIGS, REPO_ROOT, run_snakemake
 
-pytestmark = pytest.mark.slow  # SLURM up, the target through SLURM and locally: about three minutes
+pytestmark = pytest.mark.slow  # SLURM up and the target through it: about two minutes (the local run is the smoke run's)
 
 SMOKE = str(CONFIGS / "smoke.yaml")
 PROFILE = str(REPO_ROOT / "profiles" / "slurm")
@@ -85,15 +86,13 @@ def _threads(record: dict) -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def runs(slurm, tmp_path_factory):
-    """(SLURM workdir, its log, local workdir): the rgcn target run both ways."""
+def runs(slurm, smoke_run, tmp_path_factory):
+    """(SLURM workdir, its log, local workdir): the rgcn target through SLURM, and the session's local smoke run
+    (conftest.py's ``smoke_run``: the same config, every target, so its rgcn folder is the local run's)."""
     on_slurm = tmp_path_factory.mktemp("on-slurm")
     result = run_snakemake(on_slurm, "rgcn", "--profile", PROFILE, "--configfile", SMOKE, *QUICK, timeout=HANG_S)
     assert result.returncode == 0, result.stdout[-6000:]
-    local = tmp_path_factory.mktemp("local")
-    local_result = run_snakemake(local, "rgcn", "--cores", "2", "--configfile", SMOKE, timeout=HANG_S)
-    assert local_result.returncode == 0, local_result.stdout[-4000:]
-    return on_slurm, result.stdout, local
+    return on_slurm, result.stdout, smoke_run[0]
 
 
 def _shape(records: list[dict]) -> list[tuple]:

@@ -9,67 +9,17 @@ that no route provides has rows that say why, and a failing contender has its ow
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 from harness_config import pending_families, workflow_families
-from workflow_runner import CONFIGS, REPO_ROOT, run_snakemake, snakemake_command
+from smoke_runner import RESULTS, SMOKE, finished_records
 
 pytestmark = pytest.mark.slow  # the whole workflow, run twice (killed, then resumed): about two minutes
 
-SMOKE = str(CONFIGS / "smoke.yaml")
-RESULTS = Path("results") / "smoke"  # results: auto gives the smoke config its own folder
-#: Only catches a hang: the smoke run takes about two minutes on an idle 2-core machine, and many
-#: times that on a busy one, so no bound here is a speed limit (speed is measured in benchmarks).
-HANG_S = 1800
 
-
-def _finished_records(workdir: Path) -> dict[Path, tuple[int, bytes]]:
-    return {path: (path.stat().st_mtime_ns, path.read_bytes())
-            for path in (workdir / RESULTS).glob("*/records/*/feat*.json")}
-
-
-def _completed_case_outputs(log: str) -> set[str]:
-    """Outputs of the run_case jobs that snakemake's log reports as finished."""
-    outputs = dict(re.findall(r"rule run_case:\n(?:\s+\w+: .*\n)*?\s+output: (\S+)\n(?:\s+log: .*\n)?\s+jobid: (\d+)",
-                              log))
-    by_job = {job: output for output, job in outputs.items()}
-    return {by_job[job] for job in re.findall(r"Finished jobid: (\d+)", log) if job in by_job}
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    """Run, kill after the first finished case, resume; return (workdir, kept records, resumed log)."""
-    workdir = tmp_path_factory.mktemp("smoke")
-    log_path = workdir.parent / f"{workdir.name}-killed-run.log"
-    started = time.monotonic()
-    with log_path.open("w") as log:
-        process = subprocess.Popen(snakemake_command(workdir, "--cores", "2", "--configfile", SMOKE), cwd=REPO_ROOT,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        while not (completed := _completed_case_outputs(log_path.read_text())):
-            assert process.poll() is None, "the smoke run ended before any case finished"
-            assert time.monotonic() - started < HANG_S, f"no case finished within {HANG_S} s: the run hangs"
-            time.sleep(0.1)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    kept = {path: state for path, state in _finished_records(workdir).items()
-            if str(path.relative_to(workdir)) in completed}
-    assert kept
-    assert not (workdir / RESULTS / "spmm" / "speedup.csv").exists(), "killed too late to test a resume"
-
-    assert run_snakemake(workdir, "--unlock", "--cores", "1", "--configfile", SMOKE).returncode == 0
-    resumed = run_snakemake(workdir, "--cores", "2", "--configfile", SMOKE, "--rerun-incomplete", timeout=HANG_S)
-    assert resumed.returncode == 0, resumed.stdout[-5000:]
-    return workdir, kept, resumed.stdout
 
 
 def test_a_killed_run_keeps_finished_results_and_redoes_the_rest(smoke_run):
@@ -77,7 +27,7 @@ def test_a_killed_run_keeps_finished_results_and_redoes_the_rest(smoke_run):
     for path, (mtime, content) in kept.items():
         assert path.stat().st_mtime_ns == mtime and path.read_bytes() == content, path
         assert f"output: {path.relative_to(workdir)}" not in log  # not run again
-    assert len(_finished_records(workdir)) == 6 > len(kept)
+    assert len(finished_records(workdir)) == 6 > len(kept)
     assert not list((workdir / "results").rglob("*.tmp"))  # atomic writes leave no partial files
     assert sorted(path.name for path in (workdir / "results").iterdir()) == ["smoke"]  # not the default run's files
 
