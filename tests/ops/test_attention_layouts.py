@@ -34,10 +34,12 @@ def test_a_scipy_block_column_out_of_range_is_a_value_error_not_a_heap_overwrite
             "lay = sp.csr_matrix((np.ones(2), np.array([0, 5]), np.array([0, 1, 2])), shape=(2, 2))\n"
             "try:\n    prepare_structure(lay, 16, 'bsr')\n"
             "except ValueError as e:\n    print('ValueError', e)\n")
-    for _ in range(3):
-        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert "ValueError layout.indices has block index 5" in run.stdout
+    runs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(3)]  # three processes at once (each spends seconds importing the compiler)
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr[-2000:]
+        assert "ValueError layout.indices has block index 5" in stdout
 
 
 @pytest.mark.parametrize(("layout", "match"), [
