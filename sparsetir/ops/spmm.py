@@ -20,20 +20,38 @@ from ..ir import SparseBuffer, SparseFunction, cast, dense_fixed, sparse_iterati
 from ..reference.spmm import SPMM_REFERENCE
 from ..runtime.kernel import Kernel
 from ..runtime.marshal import aligned_empty, is_torch
-from ..schedule.knobs import Knob, boolean, optional_boolean, register_knob
+from ..schedule.knobs import Knob, optional_boolean, register_knob
 from ..transform.stage_rows import TILE_DTYPES, stage_rows
 from .operands import check_dense_operand, compose_format, csr_operand_axes, make_kernel, prepare_op
 from .prepared import PREPARED, options_key
 from .registry import OpSpec, register_op
 
-register_knob(Knob("block_kernel", ("cpu", "cuda"), False, (False, True), boolean("block_kernel"),
+register_knob(Knob("block_kernel", ("cpu", "cuda"), None, (None, False, True), optional_boolean("block_kernel"),
                    "spmm over a block format (bsr, dbsr, srbcrs): sum each block row into a local tile "
                    "(transform.stage_rows) that the staged schedule runs as a register-blocked micro-kernel "
                    "(register_rows x register_vectors accumulators; on CUDA: bsr/dbsr blocks as 16x16x16 wmma "
-                   "tiles, float16/bfloat16 operands, float32 tile; given explicitly there, not searched), then add it onto C",
+                   "tiles, float16/bfloat16 operands, float32 tile; given explicitly there, not searched), then add it onto C; "
+                   "None: the cost rule (choose_block_kernel)",
                    scope="op",
                    requires=lambda value, fmt, device: not value or getattr(fmt, "dense_blocks", False),
                    requirement="a block format (bsr, dbsr, srbcrs)"))
+
+
+#: the cost rule of ``block_kernel=None`` (choose_block_kernel), CPU only: the micro-kernel where B has at
+#: most BLOCK_KERNEL_MAX_FEAT columns, the blocks are at least BLOCK_KERNEL_MIN_BLOCK wide, the values are
+#: float32 and no padding guard is needed (block-pruned weights: the guard's mask costs the micro-kernel one
+#: AND per FMA). Measured on block-pruned weights against the default bsr schedule (docs/formats.md).
+BLOCK_KERNEL_MAX_FEAT = 64
+BLOCK_KERNEL_MIN_BLOCK = 16
+
+
+def choose_block_kernel(fmt, feat: int, device: str, dtype: str, padding_guard: bool) -> bool:
+    """The cost rule of the untuned default (``block_kernel=None``; constants above): the register-blocked
+    micro-kernel for a ``bsr:b``/``dbsr:b`` SpMM on CPU with float32 values, ``b >= BLOCK_KERNEL_MIN_BLOCK``,
+    ``feat <= BLOCK_KERNEL_MAX_FEAT`` and no padding guard; the default bsr schedule otherwise. Never on
+    CUDA (tensor cores take float16/bfloat16 only and are not measured: ``block_kernel=True`` asks for them)."""
+    return (device == "cpu" and isinstance(fmt, BlockFormat) and dtype == "float32" and not padding_guard
+            and fmt.block >= BLOCK_KERNEL_MIN_BLOCK and 0 < feat <= BLOCK_KERNEL_MAX_FEAT)
 
 
 register_knob(Knob("padding_guard", ("cpu", "cuda"), None, (None,), optional_boolean("padding_guard"),
@@ -156,8 +174,10 @@ def compile_spmm(A, feat, *, format="csr", target="llvm", dtype=None, index_dtyp
                           knobs=knobs)
     if isinstance(p.fmt, BlockFormat) and knobs.get("padding_guard") is None:  # resolved per matrix (the key)
         knobs = {**knobs, "padding_guard": p.converted.padding_inside_shape()}
-    fuse, accum, blocks = knobs.get("horizontal_fuse"), knobs.get("accum_dtype"), knobs.get("block_kernel", False)
     guard = knobs.get("padding_guard", True)
+    if knobs.get("block_kernel") is None and getattr(p.fmt, "dense_blocks", False):  # resolved per call (the key)
+        knobs = {**knobs, "block_kernel": choose_block_kernel(p.fmt, p.feat, p.device, p.dtype, guard)}
+    fuse, accum, blocks = knobs.get("horizontal_fuse"), knobs.get("accum_dtype"), bool(knobs.get("block_kernel"))
     if blocks:
         _check_block_kernel(p.dtype, accum, p.device)
         if p.device == "cuda":
@@ -305,4 +325,4 @@ SPMM = register_op(OpSpec("spmm", function=spmm_function, compile=compile_spmm, 
                                          "horizontal_fuse": ..., "block_kernel": ...},
                                  "cuda": {"rows_per_block": ..., "lanes": ..., "specialize": ...}}))
 
-__all__ = ["bind_csr_spmm", "compile_spmm", "spmm", "spmm_function", "tensor_core_block_function"]
+__all__ = ["bind_csr_spmm", "choose_block_kernel", "compile_spmm", "spmm", "spmm_function", "tensor_core_block_function"]

@@ -133,3 +133,35 @@ def test_the_guard_is_resolved_per_matrix():
     assert not parse("dbsr:8").convert(sp.csr_matrix(np.ones((12, 5), np.float32))).padding_inside_shape()
     with pytest.raises(ValueError, match="padding_guard"):
         compile_spmm(sp.eye(8, format="csr", dtype=np.float32), 4, format="csr", padding_guard=False)
+
+
+def test_the_cost_rule_decides_by_block_features_dtype_guard_and_device():
+    """block_kernel=None (the untuned default): the micro-kernel only on CPU, float32, bsr/dbsr blocks of at
+    least BLOCK_KERNEL_MIN_BLOCK, at most BLOCK_KERNEL_MAX_FEAT features, no padding guard."""
+    from sparsetir.ops.spmm import BLOCK_KERNEL_MAX_FEAT, BLOCK_KERNEL_MIN_BLOCK, choose_block_kernel
+
+    def rule(fmt, feat=BLOCK_KERNEL_MAX_FEAT, device="cpu", dtype="float32", guard=False):
+        return choose_block_kernel(parse_format(fmt), feat, device, dtype, guard)
+
+    assert rule("bsr:32") and rule("bsr:16", 1) and rule(f"dbsr:{BLOCK_KERNEL_MIN_BLOCK}") and rule("bsr:64", 32)
+    assert not rule("bsr:32", BLOCK_KERNEL_MAX_FEAT + 1) and not rule("bsr:16", 256)  # wide B: the bsr schedule
+    assert not rule(f"bsr:{BLOCK_KERNEL_MIN_BLOCK // 2}")  # small blocks
+    assert not rule("bsr:32", guard=True)  # a block with a hole: the guard's mask costs the micro-kernel
+    assert not rule("bsr:32", dtype="float64") and not rule("srbcrs:4:32") and not rule("csr")
+    assert not rule("bsr:32", device="cuda", dtype="float16")  # tensor cores only when asked for
+
+
+def test_the_untuned_call_follows_the_rule_and_equals_the_reference():
+    from sparsetir.data.masks import block_pruned
+
+    A = weights(block_pruned(96, 64, 16, 0.5, seed=4))
+    for feat, on in ((32, True), (80, False)):
+        untuned = check(A, feat, "bsr:16", block_kernel=None)
+        assert untuned.function is check(A, feat, "bsr:16", block_kernel=on).function
+    holed = A.copy()
+    holed.data[0] = 0
+    holed.eliminate_zeros()  # a hole in a stored block: the padding guard stays, so the bsr schedule
+    holed = weights(holed, seed=5)
+    assert parse_format("bsr:16").convert(holed).padding_inside_shape()
+    assert check(holed, 32, "bsr:16", block_kernel=None).function is check(holed, 32, "bsr:16",
+                                                                            block_kernel=False).function
