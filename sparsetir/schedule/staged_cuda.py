@@ -132,16 +132,8 @@ def schedule_staged_tile_cuda(sch, nest, tile, forced: dict) -> None:
     panel = _stage_shared(sch, product, "W", lambda j_, s_, k_, l_: (l_, k_), k_outer, forced)
     a_fragment = _fragment(sch, product, rows, "wmma.matrix_a", l_outer)
     b_fragment = _fragment(sch, product, panel, "wmma.matrix_b", l_outer)
-    init = sch.decompose_reduction(product, j)
-    _tensorize_tile(sch, init, tensor["fill"])
-    _tensorize_tile(sch, a_fragment, tensor["load_a"])
-    _tensorize_tile(sch, b_fragment, tensor["load_b"])
-    _tensorize_tile(sch, product, tensor["sync"], loops=3)
-    _tensorize_tile(sch, accumulator, tensor["store_shared"])
-    slots, features = sch.get_loops(scatter)[-2:]
-    lane, chunk = sch.split(features, [WARP, None])  # a contiguous chunk per lane (a predicate past c_out)
-    sch.reorder(lane, slots, chunk)
-    _bind(sch, lane, "threadIdx.x", forced)
+    _tensorize_tiles(sch, tensor, sch.decompose_reduction(product, j), a_fragment, b_fragment, product, accumulator)
+    _lanes_over_features(sch, scatter, forced)  # a contiguous chunk per lane (a predicate past c_out)
 
 
 def schedule_block_row_cuda(sch, product, rows_block, forced: dict) -> None:
@@ -163,13 +155,23 @@ def schedule_block_row_cuda(sch, product, rows_block, forced: dict) -> None:
     b_panel = _stage_shared(sch, product, b_name, lambda j_, ii_, k_, ji_: (j_, ji_, k_), j, forced)
     a_fragment = _fragment(sch, product, a_tile, "wmma.matrix_a", ji_outer)
     b_fragment = _fragment(sch, product, b_panel, "wmma.matrix_b", ji_outer)
-    init = sch.decompose_reduction(product, j)
+    _tensorize_tiles(sch, tensor, sch.decompose_reduction(product, j), a_fragment, b_fragment, product, accumulator)
+    _lanes_over_features(sch, rows_block, forced)  # a contiguous chunk per lane (a predicate past feat)
+
+
+def _tensorize_tiles(sch, tensor: dict, init, a_fragment, b_fragment, product, accumulator) -> None:
+    """The tile's five wmma steps: zero the accumulator, load A's and B's fragments, multiply-accumulate, store."""
     _tensorize_tile(sch, init, tensor["fill"])
     _tensorize_tile(sch, a_fragment, tensor["load_a"])
     _tensorize_tile(sch, b_fragment, tensor["load_b"])
     _tensorize_tile(sch, product, tensor["sync"], loops=3)
     _tensorize_tile(sch, accumulator, tensor["store_shared"])
-    row, features = sch.get_loops(rows_block)[-2:]
-    lane, chunk = sch.split(features, [WARP, None])  # a contiguous chunk per lane (a predicate past feat)
-    sch.reorder(lane, row, chunk)
+
+
+def _lanes_over_features(sch, block, forced: dict) -> None:
+    """``block``'s last two loops (rows, features): the features split over a warp's lanes, outermost, bound
+    to ``threadIdx.x``; each lane walks the rows over its contiguous chunk."""
+    rows, features = sch.get_loops(block)[-2:]
+    lane, chunk = sch.split(features, [WARP, None])
+    sch.reorder(lane, rows, chunk)
     _bind(sch, lane, "threadIdx.x", forced)
