@@ -144,3 +144,38 @@ def test_bad_conv_settings_are_refused_before_any_job(change, message):
     change(settings)
     with pytest.raises(ValueError, match=message):
         check_family_config("conv", settings)
+
+
+def test_the_tables_judge_the_dense_tiles_targets_on_the_committed_reference(tmp_path):
+    """The reference run's records (results/reference/cpu/workflow/) against the dense-tiles targets: the per-layer
+    geomean (>= 1.8x, none below 1.0x), the network (>= 1.3x), the FMA rate of the >= 64-channel layers (>= 50%);
+    and R-GCN's >= 4x. Each verdict agrees with the figures it states."""
+    import re
+
+    from sparsetir.bench.report.families import conv as conv_report
+    from sparsetir.bench.report.families import rgcn as rgcn_report
+
+    def verdict(pattern, text):
+        found = re.search(pattern, text)
+        assert found, pattern
+        return [float(g) for g in found.groups()[:-1]], found.groups()[-1] in ("met",)
+
+    reference = Path(__file__).resolve().parents[2] / "results" / "reference" / "cpu" / "workflow"
+    outputs = {kind: tmp_path / f"conv.{kind}" for kind in ("csv", "md", "tex")}
+    conv_report.workflow_tables(sorted((reference / "conv" / "records").rglob("*.json")), outputs, {})
+    text = outputs["md"].read_text()
+    (mean, low), met = verdict(r"geomean ([\d.]+)x, minimum ([\d.]+)x over 7 of 7 layers — target \(geomean >= 1\.8x, "
+                               r"none below 1\.0x\) (NOT met|met)", text)
+    assert met == (mean >= 1.8 and low >= 1.0)
+    (low, high), met = verdict(r"layer\(s\) with >= 64 input channels at ([\d.]+)–([\d.]+)% of the measured FMA rate "
+                               r"— target \(>= 50%\) (NOT met|met)", text)
+    assert low <= high and met == (low >= 50)
+    (network,), met = verdict(r"the network at ([\d.]+)x over its best baseline \(lowest of 1\) — target \(>= 1\.3x\) "
+                              r"(NOT met|met)", text)
+    assert met == (network >= 1.3)
+    outputs = {kind: tmp_path / f"rgcn.{kind}" for kind in ("csv", "md", "tex")}
+    rgcn_report.workflow_tables(sorted((reference / "rgcn" / "records").rglob("*.json")), outputs,
+                                {"datasets": ["aifb", "mutag"]})
+    (mean, low), met = verdict(r"geomean ([\d.]+)x over the best baseline on 2 dataset\(s\) \(aifb, mutag\), lowest "
+                               r"([\d.]+)x; target >= 4x geomean, none below 1\.5x: (not met|met)", outputs["md"].read_text())
+    assert met == (mean >= 4.0 and low >= 1.5)

@@ -46,9 +46,9 @@ from ..tables import INTERVAL_COLUMNS, add_speedups, headline_table
 
 SPARSETIR = "sparsetir"
 ALL = "*"
-# The issue's CPU target: end-to-end inference >= 3x geomean over the best baseline, none below 1.5x,
-# and peak memory no higher than the best baseline's.
-TARGET_GEOMEAN = 3.0
+# The CPU target: end-to-end inference >= 4x geomean over the best baseline (the dense-tiles issue, which raised the
+# first issue's 3x), none below 1.5x, and peak memory no higher than the best baseline's.
+TARGET_GEOMEAN = 4.0
 TARGET_MIN = 1.5
 MIB = 2 ** 20
 COLUMNS = ["dataset", "contender", "kind", "variant", "status", "reason", "nodes", "edges", "relations", "dims",
