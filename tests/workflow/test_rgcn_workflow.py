@@ -127,7 +127,8 @@ def test_tables_give_speedups_over_the_best_baseline_memory_and_reasons(records,
 
 def test_the_targets_are_judged_on_the_geomean_the_lowest_speedup_and_memory(records):
     lines = target_lines(rgcn_frame(records))
-    assert "geomean 3.16x" in lines[0] and "lowest 2.00x" in lines[0] and lines[0].endswith(": met.")
+    assert "geomean 3.16x" in lines[0] and "lowest 2.00x" in lines[0] and "target >= 4x geomean" in lines[0]
+    assert lines[0].endswith(": not met.")  # 3.16x against the dense-tiles issue's 4x
     assert any("aifb: peak memory 20.0 MiB against 30.0 MiB" in line and "no higher" in line for line in lines)
     assert any("mutag: peak memory 40.0 MiB against 35.0 MiB" in line and ": higher" in line for line in lines)
     assert "## Targets" in markdown_report(rgcn_frame(records))
