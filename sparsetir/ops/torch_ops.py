@@ -58,7 +58,7 @@ from torch import Tensor
 
 from ..formats import CSRMatrix, parse_format, read_sparse_input
 from ..formats.matrix import INT32_LIMIT
-from ..runtime.validate import check_indices, check_indptr
+from ..runtime.validate import check_indices, check_indptr, dtype_name
 from .sddmm import SDDMM, compile_sddmm
 from .spmm import SPMM, bind_csr_spmm, compile_spmm
 
@@ -79,7 +79,7 @@ class _Structure:
     rows: int
     cols: int
     device: torch.device
-    matrix: CSRMatrix  # owned host arrays (int64), validated
+    matrix: CSRMatrix  # owned host arrays (int32 where the sizes fit, else int64), validated, read-only
     reference: tuple  # (indptr, indices) on ``device``, for content checks
     seen: tuple = ()  # weak references and versions of the tensors last matched
     kernels: dict = field(default_factory=dict)
@@ -181,7 +181,7 @@ def _content_copy(tensor: Tensor, *owned: np.ndarray) -> Tensor:
     ``owned`` of its dtype (no third copy of a large index array), else a clone."""
     if tensor.device.type == "cpu":
         for array in owned:
-            if str(array.dtype) == str(tensor.dtype).replace("torch.", ""):
+            if array.dtype.name == dtype_name(tensor):
                 return _read_only_tensors(array)[0]
     return tensor.detach().clone()
 
